@@ -1,0 +1,94 @@
+"""Sphinx configuration of the mgpu book (English source; Chinese through gettext)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+from pathlib import Path
+
+DOCS = Path(__file__).parent
+ROOT = DOCS.parent
+
+project = "mgpu: data-parallel training with MXNet"
+author = "the mgpu authors"
+copyright = "2026, the mgpu authors"  # noqa: A001
+release = "0.1.0"
+
+extensions = [
+    "myst_nb",
+    "sphinx.ext.autodoc",
+    "sphinx.ext.napoleon",
+    "sphinx_copybutton",
+]
+source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
+exclude_patterns = ["_build", "jupyter_execute", "**.ipynb_checkpoints", "locales", "README.md"]
+myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
+myst_heading_anchors = 3
+
+# --- execution: once, cached, failing loudly ------------------------------------------------
+nb_execution_mode = "cache"
+nb_execution_cache_path = str(DOCS / "_build" / ".jupyter_cache")
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_execution_timeout = 1800
+nb_merge_streams = True
+
+
+def _package_hash() -> str:
+    h = hashlib.sha256()
+    for f in sorted((ROOT / "src" / "mgpu").rglob("*.py")):
+        h.update(f.relative_to(ROOT).as_posix().encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _invalidate_cache_when_package_changes() -> None:
+    """The cache keys on each page's code only; outputs also depend on ``src/mgpu``."""
+    cache = Path(nb_execution_cache_path)
+    stamp = cache.parent / "mgpu-source.sha256"
+    digest = _package_hash()
+    if stamp.is_file() and stamp.read_text() == digest:
+        return
+    if cache.exists():
+        print("mgpu changed since the last build: clearing the execution cache")
+        shutil.rmtree(cache)
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(digest)
+
+
+if os.environ.get("MGPU_KEEP_CACHE") != "1":
+    _invalidate_cache_when_package_changes()
+
+# --- warnings are errors (-W -n in nox); what cannot be resolved offline is listed here ------
+nitpicky = True
+nitpick_ignore_regex = [
+    (r"py:.*", r"(mx|mxnet|nd|np|numpy|gluon|matplotlib)\..*"),
+    (r"py:.*", r"(NDArray|Context|Path|PathLike|Callable|Sequence|Iterator|Figure)"),
+    (r"py:.*", r"(optional|os\.PathLike|collections\.abc\..*|pathlib\..*)"),
+]
+autodoc_member_order = "bysource"
+autodoc_typehints = "description"
+autodoc_mock_imports: list[str] = []
+suppress_warnings = ["mystnb.unknown_mime_type"]
+
+# --- HTML ------------------------------------------------------------------------------------
+html_theme = "sphinx_book_theme"
+html_title = "mgpu"
+html_static_path = ["_static"]
+html_css_files = ["mgpu.css"]
+html_sourcelink_suffix = ""  # serve .ipynb/.md downloads as themselves, not as .txt
+html_theme_options = {
+    "use_download_button": True,
+    "use_fullscreen_button": False,
+    "show_toc_level": 2,
+    "home_page_in_toc": True,
+}
+html_last_updated_fmt = ""
+copybutton_prompt_text = r">>> |\.\.\. "
+copybutton_prompt_is_regexp = True
+
+# --- i18n ------------------------------------------------------------------------------------
+locale_dirs = ["locales/"]
+gettext_compact = False
+gettext_uuid = False

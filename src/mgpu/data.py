@@ -1,0 +1,262 @@
+"""Fashion-MNIST (and MNIST) from IDX files, read with NumPy, and minibatches over them.
+
+The files are looked for, in this order, in ``$MGPU_DATA_DIR``, in MXNet's dataset cache
+(``~/.mxnet/datasets/<name>``) and in Debian's ``/usr/share/datasets/<name>`` (package
+``dataset-fashion-mnist``). Each of the four files may be gzipped (``.gz``) or not.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import struct
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+__all__ = [
+    "DataError",
+    "Dataset",
+    "FILES",
+    "data_dirs",
+    "find_data_dir",
+    "iter_batches",
+    "load_fashion_mnist",
+    "read_idx",
+]
+
+#: The four IDX files of a (Fashion-)MNIST directory.
+FILES = {
+    "train_images": "train-images-idx3-ubyte",
+    "train_labels": "train-labels-idx1-ubyte",
+    "test_images": "t10k-images-idx3-ubyte",
+    "test_labels": "t10k-labels-idx1-ubyte",
+}
+DEBIAN_PACKAGE = {"fashion-mnist": "dataset-fashion-mnist"}
+_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+
+
+class DataError(RuntimeError):
+    """A data set that is missing, truncated or corrupt."""
+
+
+@dataclass
+class Dataset:
+    """Images as ``uint8`` arrays of shape (N, 1, 28, 28) and labels as ``int32`` arrays."""
+
+    name: str
+    source: Path
+    train_images: np.ndarray
+    train_labels: np.ndarray
+    test_images: np.ndarray
+    test_labels: np.ndarray
+
+    def __repr__(self) -> str:
+        return (
+            f"Dataset({self.name!r}, train={len(self.train_labels)}, "
+            f"test={len(self.test_labels)}, source={str(self.source)!r})"
+        )
+
+
+def data_dirs(name: str = "fashion-mnist") -> list[Path]:
+    """The directories searched for ``name``, in order.
+
+    >>> [str(p) for p in data_dirs()][-1]
+    '/usr/share/datasets/fashion-mnist'
+    """
+    dirs = []
+    if os.environ.get("MGPU_DATA_DIR"):
+        dirs.append(Path(os.environ["MGPU_DATA_DIR"]).expanduser())
+    dirs.append(Path("~/.mxnet/datasets").expanduser() / name)
+    dirs.append(Path("/usr/share/datasets") / name)
+    return dirs
+
+
+def _file_in(directory: Path, stem: str) -> Path | None:
+    for candidate in (directory / (stem + ".gz"), directory / stem):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def _complete(directory: Path) -> bool:
+    return all(_file_in(directory, stem) for stem in FILES.values())
+
+
+def _download(name: str) -> Path | None:
+    """Fetch the official files with MXNet's own downloader (it checks their SHA-1)."""
+    from mgpu._mx import mx
+
+    classes = {"fashion-mnist": mx.gluon.data.vision.FashionMNIST,
+               "mnist": mx.gluon.data.vision.MNIST}
+    root = Path("~/.mxnet/datasets").expanduser() / name
+    try:
+        for train in (True, False):
+            classes[name](root=str(root), train=train)
+    except Exception:  # offline, proxy, checksum: any failure means "not available"
+        return None
+    return root if _complete(root) else None
+
+
+def find_data_dir(name: str = "fashion-mnist", data_dir: str | os.PathLike | None = None,
+                  download: bool = True) -> Path:
+    """Return the first directory holding all four IDX files of ``name``.
+
+    An explicit ``data_dir`` is the only place looked at. Otherwise :func:`data_dirs` is searched
+    and, failing that, MXNet's official download is tried when ``download`` is true.
+
+    >>> find_data_dir(data_dir="/nonexistent")
+    Traceback (most recent call last):
+    ...
+    mgpu.data.DataError: fashion-mnist not found in /nonexistent: ...
+    """
+    if name not in ("fashion-mnist", "mnist"):
+        raise DataError(f"unknown data set {name!r}: use 'fashion-mnist' or 'mnist'")
+    if data_dir is not None:
+        d = Path(data_dir).expanduser()
+        if _complete(d):
+            return d
+        missing = [s for s in FILES.values() if not _file_in(d, s)]
+        raise DataError(f"{name} not found in {d}: missing {', '.join(missing)} (.gz or raw)")
+    dirs = data_dirs(name)
+    for d in dirs:
+        if _complete(d):
+            return d
+    if download:
+        got = _download(name)
+        if got is not None:
+            return got
+    hint = ""
+    if name in DEBIAN_PACKAGE:
+        hint = f" or install the Debian package: apt-get install {DEBIAN_PACKAGE[name]}"
+    raise DataError(
+        f"{name} not found. Looked in: {', '.join(str(d) for d in dirs)}"
+        + ("; the download failed (offline?)" if download else "")
+        + f". Put the four IDX files ({', '.join(FILES.values())}, .gz or raw) in one of these"
+        f" places (set MGPU_DATA_DIR to use your own){hint}."
+    )
+
+
+def read_idx(path: str | os.PathLike) -> np.ndarray:
+    """Read one IDX file (gzipped or raw) into a NumPy array, checking its header and length.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x-idx1-ubyte"
+    >>> _ = p.write_bytes(bytes([0, 0, 8, 1, 0, 0, 0, 3, 7, 8, 9]))
+    >>> read_idx(p)
+    array([7, 8, 9], dtype=uint8)
+    """
+    path = Path(path)
+    try:
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as f:
+                raw = f.read()
+        else:
+            raw = path.read_bytes()
+    except (OSError, EOFError, zlib.error) as err:
+        raise DataError(
+            f"{path} is not a readable gzip file ({err}); it is truncated or corrupt: "
+            "delete it and fetch it again"
+        ) from err
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
+        raise DataError(f"{path} is not an IDX file (bad magic number {raw[:4].hex() or 'none'})")
+    ndim = raw[3]
+    header = 4 + 4 * ndim
+    if ndim == 0 or len(raw) < header:
+        raise DataError(f"{path} is truncated: its IDX header is incomplete")
+    dims = struct.unpack(f">{ndim}I", raw[4:header])
+    dtype = np.dtype(_IDX_DTYPES[raw[2]])
+    expected = header + int(np.prod(dims)) * dtype.itemsize
+    if len(raw) != expected:
+        raise DataError(
+            f"{path} has {len(raw)} bytes but its header {dims} promises {expected}: the file is "
+            f"{'truncated' if len(raw) < expected else 'corrupt (trailing bytes)'}; "
+            "delete it and fetch it again"
+        )
+    return np.frombuffer(raw, dtype=dtype, offset=header).reshape(dims)
+
+
+def _subset(images, labels, n, rng, what):
+    if n is None:
+        return images, labels
+    if not 1 <= n <= len(labels):
+        raise DataError(f"{what}={n} is out of range: the split has {len(labels)} examples")
+    idx = np.sort(rng.choice(len(labels), size=n, replace=False))
+    return images[idx], labels[idx]
+
+
+def load_fashion_mnist(
+    subset: int | None = None,
+    test_subset: int | None = None,
+    seed: int = 0,
+    data_dir: str | os.PathLike | None = None,
+    name: str = "fashion-mnist",
+    download: bool = True,
+) -> Dataset:
+    """Load the whole data set into memory (well under a second for Fashion-MNIST).
+
+    ``subset`` / ``test_subset`` keep a random sample of that many training / test examples
+    (chosen with ``seed``), so that CPU runs fit a time budget. ``name="mnist"`` reads MNIST from
+    the same file format when its files are present.
+
+    >>> ds = load_fashion_mnist(subset=1000, test_subset=500)
+    >>> ds.train_images.shape, ds.test_labels.shape
+    ((1000, 1, 28, 28), (500,))
+    """
+    directory = find_data_dir(name, data_dir, download)
+    arrays = {key: read_idx(_file_in(directory, stem)) for key, stem in FILES.items()}
+    for split in ("train", "test"):
+        images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
+        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
+            raise DataError(
+                f"{directory}: {split} images {images.shape} and labels {labels.shape} do not "
+                "match (expected (N, rows, cols) images and N labels)"
+            )
+    rng = np.random.RandomState(seed)
+    train = _subset(arrays["train_images"], arrays["train_labels"], subset, rng, "subset")
+    test = _subset(arrays["test_images"], arrays["test_labels"], test_subset, rng, "test_subset")
+    return Dataset(
+        name=name,
+        source=directory,
+        train_images=train[0][:, None],
+        train_labels=train[1].astype(np.int32),
+        test_images=test[0][:, None],
+        test_labels=test[1].astype(np.int32),
+    )
+
+
+def iter_batches(
+    images: np.ndarray,
+    labels: np.ndarray,
+    batch_size: int,
+    shuffle: bool = False,
+    seed: int | None = None,
+    min_last: int = 1,
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Yield ``(X, y)`` minibatches as float32 arrays, ``X`` scaled to [0, 1].
+
+    The last batch is smaller when ``batch_size`` does not divide the data (60,000 = 234 x 256 +
+    96); it is dropped only if it has fewer than ``min_last`` examples (e.g. fewer than devices).
+
+    >>> X = np.zeros((10, 1, 2, 2), np.uint8); y = np.arange(10)
+    >>> [len(b[1]) for b in iter_batches(X, y, 4)]
+    [4, 4, 2]
+    >>> [len(b[1]) for b in iter_batches(X, y, 4, min_last=3)]
+    [4, 4]
+    """
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+    if len(images) != len(labels):
+        raise ValueError(f"{len(images)} images but {len(labels)} labels")
+    n = len(labels)
+    order = np.random.RandomState(seed).permutation(n) if shuffle else np.arange(n)
+    for start in range(0, n, batch_size):
+        idx = order[start : start + batch_size]
+        if len(idx) < min_last:
+            return
+        if not shuffle:
+            idx = slice(start, start + len(idx))
+        yield images[idx].astype(np.float32) / 255, labels[idx].astype(np.float32)

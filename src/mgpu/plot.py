@@ -1,0 +1,74 @@
+"""Figures for the book: training curves and timing bars (matplotlib)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["plot_bars", "plot_history"]
+
+
+def _plt():
+    import matplotlib
+
+    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
+        matplotlib.use("Agg", force=False)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_history(histories: Sequence, labels: Sequence[str] | None = None, title: str = "",
+                 xlabel: str = "epoch", ylabels: tuple[str, str] = ("training loss", "accuracy")):
+    """Loss (left) and train/test accuracy (right) per epoch for one or more training runs.
+
+    ``histories`` are :class:`mgpu.History` objects; ``labels`` default to their ``label``.
+    Axis labels are parameters so that a translated page can pass its own words.
+
+    >>> from mgpu.train import History
+    >>> h = History(["cpu(0)"], 256, 0.1, "lenet", loss=[1.0, 0.5], train_acc=[0.6, 0.8],
+    ...             test_acc=[0.7, 0.8], epoch_time=[1.0, 1.0], images_per_sec=[1.0, 1.0])
+    >>> fig = plot_history([h]); len(fig.axes)
+    2
+    """
+    plt = _plt()
+    labels = list(labels) if labels is not None else [h.label for h in histories]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.4))
+    for h, lab in zip(histories, labels, strict=True):
+        epochs = range(1, len(h.loss) + 1)
+        (line,) = ax_loss.plot(epochs, h.loss, marker="o", label=lab)
+        ax_acc.plot(epochs, h.test_acc, marker="o", color=line.get_color(), label=f"{lab} (test)")
+        ax_acc.plot(epochs, h.train_acc, ls="--", color=line.get_color(),
+                    label=f"{lab} (train)")
+    ax_loss.set(xlabel=xlabel, ylabel=ylabels[0])
+    ax_acc.set(xlabel=xlabel, ylabel=ylabels[1])
+    for ax in (ax_loss, ax_acc):
+        ax.grid(alpha=0.3)
+        ax.xaxis.get_major_locator().set_params(integer=True)
+    ax_acc.legend(fontsize=7)
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_bars(names: Sequence[str], values: Sequence[float], ylabel: str = "seconds per epoch",
+              title: str = "", fmt: str = "{:.2f}"):
+    """A bar chart with each bar's value written on it (epoch times, throughputs, ratios).
+
+    >>> fig = plot_bars(["1 device", "2 devices"], [3.2, 3.4]); len(fig.axes[0].patches)
+    2
+    """
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(names) + 1), 3.2))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    bars = ax.bar(list(names), list(values), color=colors[: len(values)])
+    for bar, v in zip(bars, values, strict=True):
+        ax.annotate(fmt.format(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                    ha="center", va="bottom", fontsize=9)
+    ax.set_ylabel(ylabel)
+    ax.margins(y=0.15)
+    ax.grid(axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,86 @@
+import numpy as np
+import pytest
+
+import mgpu
+
+mx = mgpu.mx
+
+
+def _same_on_all_devices(arrays_per_device):
+    first = [a.asnumpy() for a in arrays_per_device[0]]
+    for other in arrays_per_device[1:]:
+        for a, b in zip(first, other):
+            np.testing.assert_array_equal(a, b.asnumpy())
+
+
+def test_scratch_step_keeps_devices_identical_and_changes_params(cpus):
+    devs = cpus(4)
+    init = mgpu.lenet_params(seed=0)
+    params = [mgpu.get_params(init, d) for d in devs]
+    rng = np.random.RandomState(0)
+    X, y = rng.rand(64, 1, 28, 28).astype(np.float32), rng.randint(0, 10, 64)
+    mgpu.train_batch(X, y, params, devs, lr=0.1)
+    _same_on_all_devices(params)
+    assert not np.allclose(params[0][0].asnumpy(), init[0].asnumpy())
+
+
+def test_scratch_step_equals_single_device_step(cpus):
+    """Data parallelism computes the same update as one device on the whole batch."""
+    rng = np.random.RandomState(1)
+    X, y = rng.rand(32, 1, 28, 28).astype(np.float32), rng.randint(0, 10, 32)
+    one = [mgpu.get_params(mgpu.lenet_params(), mx.cpu(0))]
+    mgpu.train_batch(X, y, one, cpus(1), lr=0.1)
+    two = [mgpu.get_params(mgpu.lenet_params(), d) for d in cpus(2)]
+    mgpu.train_batch(X, y, two, cpus(2), lr=0.1)
+    for a, b in zip(one[0], two[1]):
+        np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kvstore", ["mgpu", "device"])
+def test_gluon_devices_stay_identical(cpus, small_data, kvstore):
+    net = mgpu.LeNet()
+    mgpu.train(net, small_data, cpus(2), num_epochs=1, batch_size=512, lr=0.1,
+               kvstore=kvstore, verbose=False, progress=False)
+    for p in net.collect_params().values():
+        _same_on_all_devices([[d] for d in p.list_data()])
+
+
+@pytest.mark.slow
+def test_short_training_run_learns(cpus, small_data):
+    hist = mgpu.train(mgpu.lenet, small_data, cpus(2), num_epochs=3, batch_size=256, lr=0.1,
+                      progress=False)
+    assert len(hist.test_acc) == 3
+    # chance is 0.10; 3 epochs on 3,072 images reach about 0.7
+    assert hist.test_acc[-1] > 0.6, hist
+    assert hist.loss[-1] < hist.loss[0]
+
+
+def test_same_seed_same_accuracies(cpus, small_data):
+    runs = [mgpu.train(mgpu.LeNet(), small_data, cpus(2), num_epochs=1, batch_size=256,
+                       lr=0.1, seed=7, verbose=False, progress=False) for _ in range(2)]
+    assert runs[0].test_acc == runs[1].test_acc
+    assert runs[0].loss == pytest.approx(runs[1].loss, rel=1e-6)
+
+
+def test_last_batch_smaller_than_device_count_is_dropped(cpus, idx_dir):
+    ds = mgpu.load_fashion_mnist(data_dir=idx_dir)  # 40 training examples
+    hist = mgpu.train(mgpu.lenet, ds, cpus(3), num_epochs=1, batch_size=19, lr=0.1,
+                      verbose=False, progress=False)
+    assert hist.dropped_per_epoch == 2  # 40 = 2 x 19 + 2, and 2 < 3 devices
+
+
+def test_train_rejects_batch_smaller_than_devices(cpus, idx_dir):
+    ds = mgpu.load_fashion_mnist(data_dir=idx_dir)
+    with pytest.raises(ValueError, match="smaller than the 4 devices"):
+        mgpu.train(mgpu.lenet, ds, cpus(4), batch_size=3)
+    with pytest.raises(ValueError, match="pass params"):
+        mgpu.train(lambda X, p: X, ds, cpus(1))
+
+
+def test_evaluate_accuracy_is_data_parallel(cpus, small_data):
+    net = mgpu.LeNet()
+    net.initialize(ctx=cpus(3))
+    acc3 = mgpu.evaluate_accuracy(net, small_data.test_images, small_data.test_labels, cpus(3))
+    net.collect_params().reset_ctx(cpus(1))
+    acc1 = mgpu.evaluate_accuracy(net, small_data.test_images, small_data.test_labels, cpus(1))
+    assert acc1 == pytest.approx(acc3)
