@@ -92,3 +92,30 @@ copybutton_prompt_is_regexp = True
 locale_dirs = ["locales/"]
 gettext_compact = False
 gettext_uuid = False
+
+
+# --- each executed chapter offers its notebook (.ipynb, with outputs) for download ------------
+def _notebook_for(app, pagename: str) -> Path:
+    return Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+
+
+def _offer_notebook(app, pagename, templatename, context, doctree):
+    if _notebook_for(app, pagename).is_file():
+        context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def _copy_notebooks(app, exception):
+    if exception is not None or app.builder.format != "html":
+        return
+    for pagename in app.env.found_docs:
+        nb = _notebook_for(app, pagename)
+        if nb.is_file():
+            target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(nb, target)
+
+
+def setup(app):
+    app.connect("html-page-context", _offer_notebook, priority=400)  # before the theme's buttons
+    app.connect("build-finished", _copy_notebooks)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -17,12 +17,15 @@ __all__ = ["Budget", "budget"]
 
 @dataclass(frozen=True)
 class Budget:
-    """Training examples, test examples, epochs and (ResNet) width for one experiment."""
+    """Training and test examples, epochs, (ResNet) width, and the batch size and learning rate
+    for one device; with ``k`` devices the experiments use ``k`` times both."""
 
     subset: int | None
     test_subset: int | None
     num_epochs: int
     width: int = 64
+    batch_size: int = 256
+    lr: float = 0.1
 
     def describe(self) -> str:
         """E.g. ``'10,240 training / 2,000 test images, 3 epochs'``.
@@ -36,14 +39,26 @@ class Budget:
         test = f"{self.test_subset:,}" if self.test_subset else "10,000"
         return f"{train} training / {test} test images, {self.num_epochs} epochs"
 
+    def scaled(self, k: int) -> tuple[int, float]:
+        """Batch size and learning rate for ``k`` devices (both grow with ``k``).
 
+        >>> Budget(None, None, 1, batch_size=128, lr=0.05).scaled(2)
+        (256, 0.1)
+        """
+        return self.batch_size * k, self.lr * k
+
+
+# On CPU devices ResNet-18 sees fewer images, so it takes smaller batches: BatchNorm's running
+# statistics (momentum 0.9) need a few dozen steps before evaluation can use them.
 _CPU = {
-    "lenet": Budget(subset=10240, test_subset=2000, num_epochs=3),
-    "resnet18": Budget(subset=3072, test_subset=1000, num_epochs=2, width=16),
+    "lenet": Budget(subset=10240, test_subset=2000, num_epochs=3, batch_size=256, lr=0.1),
+    "resnet18": Budget(subset=6144, test_subset=1000, num_epochs=2, width=16, batch_size=128,
+                       lr=0.05),
 }
-_GPU = {
-    "lenet": Budget(subset=None, test_subset=None, num_epochs=5),
-    "resnet18": Budget(subset=None, test_subset=None, num_epochs=5, width=64),
+_GPU = {  # the original tutorials' settings
+    "lenet": Budget(subset=None, test_subset=None, num_epochs=5, batch_size=256, lr=0.2),
+    "resnet18": Budget(subset=None, test_subset=None, num_epochs=5, width=64, batch_size=256,
+                       lr=0.1),
 }
 
 

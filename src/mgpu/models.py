@@ -27,7 +27,7 @@ def lenet_params(seed: int = 0, scale: float | None = None) -> list[nd.NDArray]:
     a few hundred SGD steps reach useful accuracy (a fixed small scale such as 0.01 leaves the
     loss flat at ln 10 for a long time). The numbers come from NumPy with a fixed ``seed``, so
     they do not depend on the device or on MXNet's per-device random streams; copy them to each
-    device with :func:`mgpu.get_params`.
+    device with :func:`mgpu.parallel.get_params`.
 
     >>> [p.shape for p in lenet_params()][:2]
     [(20, 1, 3, 3), (20,)]

@@ -7,21 +7,19 @@ from collections.abc import Sequence
 __all__ = ["plot_bars", "plot_history"]
 
 
-def _plt():
-    import matplotlib
+def _figure(width: float, height: float):
+    """A figure that is not registered with pyplot: nothing is shown until the caller shows it
+    (as a cell's value or through MyST-NB's ``glue``), and nothing leaks between calls."""
+    from matplotlib.figure import Figure
 
-    if matplotlib.get_backend().lower() not in ("agg", "module://matplotlib_inline.backend_inline"):
-        matplotlib.use("Agg", force=False)
-    import matplotlib.pyplot as plt
-
-    return plt
+    return Figure(figsize=(width, height), layout="tight")
 
 
 def plot_history(histories: Sequence, labels: Sequence[str] | None = None, title: str = "",
                  xlabel: str = "epoch", ylabels: tuple[str, str] = ("training loss", "accuracy")):
     """Loss (left) and train/test accuracy (right) per epoch for one or more training runs.
 
-    ``histories`` are :class:`mgpu.History` objects; ``labels`` default to their ``label``.
+    ``histories`` are :class:`mgpu.train.History` objects; ``labels`` default to their ``label``.
     Axis labels are parameters so that a translated page can pass its own words.
 
     >>> from mgpu.train import History
@@ -30,9 +28,9 @@ def plot_history(histories: Sequence, labels: Sequence[str] | None = None, title
     >>> fig = plot_history([h]); len(fig.axes)
     2
     """
-    plt = _plt()
     labels = list(labels) if labels is not None else [h.label for h in histories]
-    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.4))
+    fig = _figure(9, 3.4)
+    ax_loss, ax_acc = fig.subplots(1, 2)
     for h, lab in zip(histories, labels, strict=True):
         epochs = range(1, len(h.loss) + 1)
         (line,) = ax_loss.plot(epochs, h.loss, marker="o", label=lab)
@@ -47,7 +45,6 @@ def plot_history(histories: Sequence, labels: Sequence[str] | None = None, title
     ax_acc.legend(fontsize=7)
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
     return fig
 
 
@@ -58,9 +55,11 @@ def plot_bars(names: Sequence[str], values: Sequence[float], ylabel: str = "seco
     >>> fig = plot_bars(["1 device", "2 devices"], [3.2, 3.4]); len(fig.axes[0].patches)
     2
     """
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(max(4.0, 1.3 * len(names) + 1), 3.2))
-    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    import matplotlib as mpl
+
+    fig = _figure(max(4.0, 1.3 * len(names) + 1), 3.2)
+    ax = fig.subplots()
+    colors = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
     bars = ax.bar(list(names), list(values), color=colors[: len(values)])
     for bar, v in zip(bars, values, strict=True):
         ax.annotate(fmt.format(v), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
@@ -70,5 +69,4 @@ def plot_bars(names: Sequence[str], values: Sequence[float], ylabel: str = "seco
     ax.grid(axis="y", alpha=0.3)
     if title:
         ax.set_title(title)
-    fig.tight_layout()
     return fig
