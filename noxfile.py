@@ -84,7 +84,8 @@ def tests(session: nox.Session) -> None:
 def lint(session: nox.Session) -> None:
     """Ruff over the package, the tests, the docs' Python and this file."""
     session.install("ruff>=0.5")
-    session.run("ruff", "check", "src", "tests", "docs/conf.py", "noxfile.py")
+    session.run("ruff", "check", "src", "tests", "bench", "docs/conf.py",
+                "docs/check_translations.py", "noxfile.py")
 
 
 def sphinx(session: nox.Session, language: str, outdir: Path, *extra: str) -> None:
@@ -94,14 +95,43 @@ def sphinx(session: nox.Session, language: str, outdir: Path, *extra: str) -> No
     )
 
 
+def update_catalogs(session: nox.Session) -> None:
+    """Extract the English messages (.pot) and merge them into the Chinese catalogs (.po)."""
+    pot = BUILD / "gettext"
+    session.run(
+        "sphinx-build", "-b", "gettext", "-q", "-D", "nb_execution_mode=off", str(DOCS), str(pot),
+        env={"MGPU_KEEP_CACHE": "1"},
+    )
+    session.run("sphinx-intl", "update", "-p", str(pot), "-l", "zh_CN", "-d",
+                str(DOCS / "locales"), "-w", "100", silent=True)
+
+
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
-    """Build the book (executing every chapter once). ``-- --open`` opens it in a browser."""
+    """Build the book in English and Chinese (executing every chapter once).
+
+    ``-- --open`` opens it in a browser. ``-- --en`` builds the English edition only.
+    """
+    import time
+
     open_it = "--open" in session.posargs
     install(session, "docs")
     ensure_data(session)
+    timings = {}
+    start = time.perf_counter()
     sphinx(session, "en", BUILD / "html" / "en")
-    index = BUILD / "html" / "en" / "index.html"
+    timings["en"] = time.perf_counter() - start
+    if "--en" not in session.posargs:
+        start = time.perf_counter()
+        update_catalogs(session)
+        session.run("python", str(DOCS / "check_translations.py"))
+        # Same sources, same execution cache: the Chinese build runs no notebook again.
+        sphinx(session, "zh_CN", BUILD / "html" / "zh_CN")
+        timings["zh_CN"] = time.perf_counter() - start
+    shutil.copyfile(DOCS / "_root" / "index.html", BUILD / "html" / "index.html")
+    (BUILD / "html" / ".nojekyll").touch()
+    session.log("build times: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
+    index = BUILD / "html" / "index.html"
     session.log(f"The book: {index}")
     if open_it:
         import webbrowser
@@ -110,11 +140,49 @@ def docs(session: nox.Session) -> None:
             session.log(f"No browser found here: open {index} yourself.")
 
 
+@nox.session(python=PYTHON)
+def i18n(session: nox.Session) -> None:
+    """Regenerate the .pot catalogs and merge them into docs/locales/zh_CN (no execution)."""
+    install(session, "docs")
+    update_catalogs(session)
+    session.run("python", str(DOCS / "check_translations.py"), success_codes=[0, 1])
+
+
+@nox.session(python=PYTHON)
+def browser(session: nox.Session) -> None:
+    """Test the built site (run `nox -s docs` first) in headless Chromium, served on 127.0.0.1."""
+    if not (BUILD / "html" / "zh_CN" / "index.html").is_file():
+        session.error("no built site in docs/_build/html: run 'nox -s docs' first")
+    chromium = os.environ.get("MGPU_CHROMIUM", "/usr/bin/chromium")
+    apt = shutil.which("apt-get")
+    if not Path(chromium).is_file() and apt and os.geteuid() == 0:
+        session.log("installing Debian's chromium (Playwright's own browser download is not used)")
+        cmd = [apt, "install", "-y", "-q", "chromium", "fonts-noto-cjk"]
+        if subprocess.run(cmd).returncode != 0:  # a fresh machine needs its package lists
+            subprocess.run([apt, "update", "-q"])
+            subprocess.run(cmd)
+    if not Path(chromium).is_file():
+        session.error(f"Chromium not found at {chromium}: apt-get install chromium, "
+                      "or set MGPU_CHROMIUM to a Chromium binary")
+    install(session, "browser")
+    session.run("pytest", "-p", "no:doctest", "-o", "addopts=", "tests/browser", "-q",
+                *session.posargs, env={"MGPU_BROWSER_TESTS": "1"})
+    session.log(f"screenshots: {BUILD / 'screenshots'}")
+
+
 @nox.session(python=False)
 def clean(session: nox.Session) -> None:
     """Remove the built book and its execution cache (the next docs build re-runs everything)."""
     shutil.rmtree(BUILD, ignore_errors=True)
     session.log(f"removed {BUILD}")
+
+
+@nox.session(python=PYTHON)
+def bench(session: nox.Session) -> None:
+    """Benchmarks: writes bench/results.json and bench/*.png. ``-- --quick`` for a short run."""
+    install(session, "plot")
+    ensure_data(session)
+    session.run("python", "bench/run.py", *session.posargs)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,6 +12,9 @@ import pytest
 import mgpu
 from mgpu.data import DataError, find_data_dir
 
+# The browser tests need the built site and Chromium: `nox -s browser` runs them.
+collect_ignore_glob = [] if os.environ.get("MGPU_BROWSER_TESTS") == "1" else ["browser/*"]
+
 
 @pytest.fixture(autouse=True)
 def _no_device_override(monkeypatch):

@@ -18,8 +18,16 @@ from mgpu._mx import mx  # noqa: F401  (fails early with install advice)
 from mgpu.budget import Budget, budget
 from mgpu.data import DataError, Dataset, iter_batches, load_fashion_mnist
 from mgpu.devices import DeviceError, devices, hardware_summary, num_gpus, try_all_gpus, try_gpu
+from mgpu.dist import ClusterError, ClusterResult, run_local_cluster
 from mgpu.models import LeNet, lenet, lenet_params, resnet18_28
-from mgpu.parallel import allreduce, get_params, split_and_load, split_sizes
+from mgpu.parallel import (
+    allreduce,
+    allreduce_many,
+    allreduce_ring,
+    get_params,
+    split_and_load,
+    split_sizes,
+)
 from mgpu.train import History, evaluate_accuracy, train, train_batch
 
 __version__ = "0.1.0"
@@ -27,12 +35,16 @@ __version__ = "0.1.0"
 __all__ = [
     "Budget",
     "budget",
+    "ClusterError",
+    "ClusterResult",
     "Dataset",
     "DataError",
     "DeviceError",
     "History",
     "LeNet",
     "allreduce",
+    "allreduce_many",
+    "allreduce_ring",
     "devices",
     "evaluate_accuracy",
     "get_params",
@@ -43,6 +55,7 @@ __all__ = [
     "load_fashion_mnist",
     "num_gpus",
     "resnet18_28",
+    "run_local_cluster",
     "split_and_load",
     "split_sizes",
     "train",
@@ -50,3 +63,12 @@ __all__ = [
     "try_all_gpus",
     "try_gpu",
 ]
+
+
+def __getattr__(name: str):
+    """Import the optional submodules (``mgpu.plot`` needs matplotlib) on first use."""
+    import importlib
+
+    if name in ("plot", "timing", "hetero", "dist"):
+        return importlib.import_module(f"mgpu.{name}")
+    raise AttributeError(f"module 'mgpu' has no attribute {name!r}")

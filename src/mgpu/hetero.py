@@ -2,7 +2,8 @@
 
 With an even split every step waits for the slowest device. If device ``i`` processes ``s_i``
 examples per second, giving it a share of the batch proportional to ``s_i`` makes all devices
-finish together; :func:`mgpu.parallel.split_and_load` and :func:`mgpu.train.train` take such ``weights=``.
+finish together; :func:`mgpu.parallel.split_and_load` and :func:`mgpu.train.train` take such
+``weights=``.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def device_speeds(
 ) -> list[float]:
     """Examples per second of each device *alone* on the batch ``(X, y)``.
 
-    Use the result as ``weights=`` for :func:`mgpu.parallel.split_and_load` or :func:`mgpu.train.train`.
+    Use the result as ``weights=`` for :func:`mgpu.parallel.split_and_load` or
+    :func:`mgpu.train.train`.
 
     >>> net = mx.gluon.nn.Dense(3); net.initialize(ctx=[mx.cpu(0), mx.cpu(1)])
     >>> X, y = np.ones((8, 4), np.float32), np.zeros(8, np.float32)

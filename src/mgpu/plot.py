@@ -7,11 +7,25 @@ from collections.abc import Sequence
 __all__ = ["plot_bars", "plot_history"]
 
 
+def _show_in_notebooks() -> None:
+    """In IPython/Jupyter, display figures as PNG images (what ``%matplotlib inline`` does for
+    pyplot figures; ours are plain :class:`~matplotlib.figure.Figure` objects)."""
+    try:
+        from IPython import get_ipython
+        from IPython.core.pylabtools import select_figure_formats
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        select_figure_formats(shell, {"png"}, bbox_inches="tight", dpi=110)
+
+
 def _figure(width: float, height: float):
     """A figure that is not registered with pyplot: nothing is shown until the caller shows it
     (as a cell's value or through MyST-NB's ``glue``), and nothing leaks between calls."""
     from matplotlib.figure import Figure
 
+    _show_in_notebooks()
     return Figure(figsize=(width, height), layout="tight")
 
 

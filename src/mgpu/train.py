@@ -12,7 +12,7 @@ import numpy as np
 from mgpu._mx import mx
 from mgpu.data import Dataset, iter_batches
 from mgpu.models import lenet, lenet_params
-from mgpu.parallel import allreduce, get_params, split_and_load
+from mgpu.parallel import allreduce_many, get_params, split_and_load
 
 __all__ = ["History", "evaluate_accuracy", "sgd", "train", "train_batch"]
 
@@ -67,15 +67,14 @@ def train_batch(
         losses = [loss(out, ys) for out, ys in zip(outputs, y_shards)]
     for lo in losses:
         lo.backward()
-    for i in range(len(device_params[0])):
-        allreduce([W[i].grad for W in device_params])
+    allreduce_many([[W[i].grad for W in device_params] for i in range(len(device_params[0]))])
     for W in device_params:
         sgd(W, lr, len(y))
     return losses, outputs, y_shards
 
 
 def _gluon_step(net, trainer, own_allreduce, X, y, devices, loss, weights, step_size):
-    """The same step for a Gluon block: the Trainer (or mgpu.allreduce) sums the gradients."""
+    """The same step for a Gluon block: the Trainer (or mgpu's allreduce) sums the gradients."""
     X_shards, y_shards = split_and_load((X, y), devices, even_split=False, weights=weights)
     with autograd.record():
         outputs = [net(Xs) for Xs in X_shards]
@@ -83,9 +82,9 @@ def _gluon_step(net, trainer, own_allreduce, X, y, devices, loss, weights, step_
     for lo in losses:
         lo.backward()
     if own_allreduce:
-        for p in net.collect_params().values():
-            if p.grad_req != "null":
-                allreduce(p.list_grad())
+        grads = [p.list_grad() for p in net.collect_params().values() if p.grad_req != "null"]
+        if grads:
+            allreduce_many(grads)
         trainer.update(step_size)
     else:
         trainer.step(step_size)
@@ -207,9 +206,10 @@ def train(
     """Train ``net`` on ``data`` with data parallelism over ``devices``; return the history.
 
     ``net`` is either a from-scratch model (a function ``net(X, params)`` such as
-    :func:`mgpu.lenet`, with ``params`` its CPU parameters; the LeNet's are created when omitted)
-    trained with :func:`train_batch`, or a Gluon block trained with a :class:`gluon.Trainer`. For
-    Gluon, ``kvstore="mgpu"`` sums the gradients with :func:`mgpu.allreduce`; any MXNet KVStore
+    :func:`mgpu.models.lenet`, with ``params`` its CPU parameters; the LeNet's are created when
+    omitted) trained with :func:`train_batch`, or a Gluon block trained with a
+    :class:`gluon.Trainer`. For Gluon, ``kvstore="mgpu"`` sums the gradients with
+    :func:`mgpu.parallel.allreduce_many`; any MXNet KVStore
     name (``"device"``, ``"local"``, ``"dist_sync"``, ...) or object hands that to MXNet instead.
     With a distributed KVStore each worker trains on its own shard of the data and ``batch_size``
     is the global batch, split evenly over the workers.
@@ -245,6 +245,15 @@ def train(
                 )
             # Equal shards: workers with unequal batch counts would wait for each other forever.
             per = len(labels) // workers
+            # The servers' optimizer keeps the gradient scale of the first step (MXNet raises
+            # if the batch size changes), so every step needs the full batch: cut each shard
+            # to whole batches.
+            per -= per % (batch_size // workers)
+            if per == 0:
+                raise ValueError(
+                    f"{len(labels)} examples over {workers} workers leave fewer than one batch "
+                    f"of {batch_size // workers} per worker; use a smaller batch_size"
+                )
             images = images[rank * per : (rank + 1) * per]
             labels = labels[rank * per : (rank + 1) * per]
             batch_size //= workers
@@ -259,7 +268,7 @@ def train(
             params = lenet_params(seed)
         device_params = [get_params(params, d) for d in devices]
         model_name = getattr(net, "__name__", "model")
-        kv_name = "mgpu.allreduce"
+        kv_name = "mgpu.allreduce_many"
 
     hist = History(devices=[str(d) for d in devices], batch_size=batch_size * step_scale, lr=lr,
                    model=model_name, kvstore=kv_name, device_params=device_params)

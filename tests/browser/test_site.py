@@ -1,0 +1,79 @@
+"""The published book as a reader sees it, in headless Chromium (run with `nox -s browser`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.browser.conftest import LANGS, SHOTS
+
+DOCS = Path(__file__).parents[2] / "docs"
+PAGES = sorted(p.stem for p in DOCS.glob("*.md") if p.stem != "README")
+EXECUTED = sorted(p.stem for p in DOCS.glob("*.md") if "{code-cell}" in p.read_text("utf-8"))
+WITH_FIGURES = sorted(p.stem for p in DOCS.glob("*.md") if "mgpu.plot." in p.read_text("utf-8"))
+
+
+def _open(page, url):
+    response = page.goto(url, wait_until="networkidle")
+    assert response is not None and response.ok, f"{url}: HTTP {response and response.status}"
+    return response
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name", PAGES)
+def test_page_renders_offline(page, site_url, lang, name):
+    _open(page, f"{site_url}/{lang}/{name}.html")
+    assert page.locator("article h1").first.inner_text().strip(), "page has no title"
+    if name in EXECUTED:
+        assert page.locator(".cell_output").count() > 0, "executed page shows no output"
+    sizes = page.eval_on_selector_all(
+        "article img", "els => els.map(e => [e.currentSrc, e.complete, e.naturalWidth])"
+    )
+    broken = [src for src, complete, width in sizes if not (complete and width > 0)]
+    assert not broken, f"images that did not load: {broken}"
+    if name in WITH_FIGURES:
+        assert len(sizes) > 0, "page draws figures but shows none"
+    assert not page.foreign_requests, f"requests to other hosts: {page.foreign_requests}"
+    errors = [e for e in page.console_errors if not e.startswith("Failed to load resource")]
+    assert not errors, f"console errors: {page.console_errors}"
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SHOTS / f"{lang}-{name}.png"), full_page=True)
+
+
+@pytest.mark.parametrize("name", ["multi-device-scratch", "index"])
+def test_language_switcher_round_trip(page, site_url, name):
+    _open(page, f"{site_url}/en/{name}.html")
+    page.locator("a.mgpu-lang-switch").first.click()
+    page.wait_for_load_state("networkidle")
+    assert page.url == f"{site_url}/zh_CN/{name}.html"
+    assert page.locator("html").get_attribute("lang") in ("zh-CN", "zh_CN", "zh")
+    page.locator("a.mgpu-lang-switch").first.click()
+    page.wait_for_load_state("networkidle")
+    assert page.url == f"{site_url}/en/{name}.html"
+
+
+def test_root_index_sends_readers_to_an_edition(page, site_url):
+    _open(page, f"{site_url}/index.html")
+    page.wait_for_url("**/index.html")
+    assert "/en/" in page.url or "/zh_CN/" in page.url
+
+
+def _search(page, site_url, lang, query):
+    _open(page, f"{site_url}/{lang}/search.html?q={query}")
+    page.wait_for_selector("#search-results ul.search li", timeout=15000)
+    links = page.eval_on_selector_all("#search-results ul.search li a",
+                                      "els => els.map(e => e.getAttribute('href'))")
+    return {href.split("/")[-1].split(".html")[0] for href in links}
+
+
+def test_search_english(page, site_url):
+    found = _search(page, site_url, "en", "allreduce")
+    assert {"multi-device-scratch", "multi-device-gluon"} <= found, found
+
+
+def test_search_chinese(page, site_url):
+    found = _search(page, site_url, "zh_CN", "梯度")
+    assert {"multi-device-scratch", "multi-device-gluon"} <= found, found
+    found = _search(page, site_url, "zh_CN", "数据并行")
+    assert "preface" in found, found
