@@ -35,6 +35,7 @@ nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_execution_timeout = 1800
 nb_merge_streams = True
+nb_render_markdown_format = "myst"  # tables printed with IPython.display.Markdown render as tables
 
 
 def _package_hash() -> str:
