@@ -165,7 +165,7 @@ def browser(session: nox.Session) -> None:
         session.error(f"Chromium not found at {chromium}: apt-get install chromium, "
                       "or set MGPU_CHROMIUM to a Chromium binary")
     install(session, "browser")
-    session.run("pytest", "-p", "no:doctest", "-o", "addopts=", "tests/browser", "-q",
+    session.run("pytest", "-o", "addopts=--import-mode=importlib", "tests/browser", "-q",
                 *session.posargs, env={"MGPU_BROWSER_TESTS": "1"})
     session.log(f"screenshots: {BUILD / 'screenshots'}")
 

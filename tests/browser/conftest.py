@@ -11,9 +11,7 @@ from pathlib import Path
 import pytest
 
 SITE = Path(__file__).parents[2] / "docs" / "_build" / "html"
-SHOTS = Path(__file__).parents[2] / "docs" / "_build" / "screenshots"
 CHROMIUM = os.environ.get("MGPU_CHROMIUM", "/usr/bin/chromium")
-LANGS = ("en", "zh_CN")
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import LANGS, SHOTS
-
 DOCS = Path(__file__).parents[2] / "docs"
+SHOTS = DOCS / "_build" / "screenshots"
+LANGS = ("en", "zh_CN")
 PAGES = sorted(p.stem for p in DOCS.glob("*.md") if p.stem != "README")
 EXECUTED = sorted(p.stem for p in DOCS.glob("*.md") if "{code-cell}" in p.read_text("utf-8"))
 WITH_FIGURES = sorted(p.stem for p in DOCS.glob("*.md") if "mgpu.plot." in p.read_text("utf-8"))
