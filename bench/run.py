@@ -131,11 +131,11 @@ def bench_overhead(cfg) -> dict:
     data = mgpu.load_fashion_mnist(subset=cfg["overhead_subset"], test_subset=TEST_SUBSET)
     warm = mgpu.load_fashion_mnist(subset=WARMUP_SUBSET, test_subset=TEST_SUBSET, seed=1)
 
-    def via_train(kvstore):
+    def via_train(reduction):
         def run(seed):
             net = mgpu.LeNet()
-            kw = dict(batch_size=BATCH, lr=LR, kvstore=kvstore, verbose=False, progress=False,
-                      seed=seed)
+            kw = dict(batch_size=BATCH, lr=LR, verbose=False, progress=False, seed=seed,
+                      **reduction)
             mgpu.train(net, warm, devices, num_epochs=1, **kw)
             return statistics.mean(
                 mgpu.train(net, data, devices, num_epochs=epochs, **kw).images_per_sec)
@@ -153,8 +153,8 @@ def bench_overhead(cfg) -> dict:
         return run
 
     configs = {
-        "mgpu.train (kvstore='mgpu')": via_train("mgpu"),
-        "mgpu.train (kvstore='device')": via_train("device"),
+        "mgpu.train (allreduce=True)": via_train(dict(allreduce=True)),
+        "mgpu.train (kvstore='device')": via_train(dict(allreduce=False, kvstore="device")),
         "plain Gluon loop (Trainer default kvstore='device')": via_plain(False),
         "plain Gluon loop + mgpu.train's per-batch metrics": via_plain(True),
     }
@@ -178,7 +178,7 @@ def bench_overhead(cfg) -> dict:
                   "what": "training throughput only: mgpu.train's test evaluation after the "
                           "epoch is not in History.images_per_sec"},
         "images_per_sec": {n: figure(s, "images/s") for n, s in samples.items()},
-        "ratio_train_mgpu_to_plain": ratio("mgpu.train (kvstore='mgpu')"),
+        "ratio_train_mgpu_to_plain": ratio("mgpu.train (allreduce=True)"),
         "ratio_train_device_to_plain": ratio("mgpu.train (kvstore='device')"),
         "ratio_plain_with_metrics_to_plain": ratio(
             "plain Gluon loop + mgpu.train's per-batch metrics"),
@@ -188,11 +188,6 @@ def bench_overhead(cfg) -> dict:
 # --------------------------------------------------------------------------------------------
 # b. Allreduce of ResNet-18-sized gradients
 # --------------------------------------------------------------------------------------------
-
-
-# The seeds' allreduce is the baseline: sum on the first device with a chain of ``+=``, then copy
-# the sum back to every other device. ``mgpu.allreduce`` is exactly that algorithm.
-seed_allreduce = mgpu.allreduce
 
 
 def resnet18_shapes() -> list[tuple[int, ...]]:
@@ -232,10 +227,12 @@ def allreduce_on(k: int, shapes, rounds: int) -> dict:
         nd.waitall()
 
     algos = {
-        "reduce-then-broadcast (seeds)": lambda: [seed_allreduce(g) for g in grads],
-        "allreduce_ring (per tensor)": lambda: [mgpu.allreduce_ring(g) for g in grads],
-        "allreduce_many, no fusion (small=0)": lambda: mgpu.allreduce_many(grads, small=0),
-        "allreduce_many (fused)": lambda: mgpu.allreduce_many(grads),
+        # The seeds' algorithm: sum on the first device, copy the sum back.
+        "reduce-then-broadcast (seeds)": lambda: [mgpu.allreduce(g) for g in grads],
+        "allreduce_scatter_gather (per tensor)":
+            lambda: [mgpu.allreduce_scatter_gather(g) for g in grads],
+        "FusedAllreduce, no fusion (small=0)": mgpu.FusedAllreduce(grads, small=0),
+        "FusedAllreduce": mgpu.FusedAllreduce(grads),
     }
     keys = list(range(len(shapes)))
     for name in ("local", "device"):
@@ -312,7 +309,7 @@ def bench_scaling(cfg) -> dict:
                          "standard width 64)"),
     }
     warm = mgpu.load_fashion_mnist(subset=WARMUP_SUBSET, test_subset=TEST_SUBSET, seed=1)
-    out = {"setup": {"global_batch_size": BATCH, "lr": LR, "kvstore": "mgpu (allreduce_many)",
+    out = {"setup": {"global_batch_size": BATCH, "lr": LR, "reduction": "mgpu.FusedAllreduce",
                      "devices": "cpu(0) ... cpu(k-1): CPU devices sharing the machine's cores",
                      "warm_up": f"one epoch over {WARMUP_SUBSET} other images before each run",
                      "what": "images/s of one training epoch (History.images_per_sec)"}}
@@ -486,7 +483,8 @@ def notes(res: dict) -> list[str]:
         us = a["engine_op_overhead_us"]["median"]
         for k in (2, 4):
             rows = a[f"{k}_devices"]
-            seed, ring = rows["reduce-then-broadcast (seeds)"], rows["allreduce_ring (per tensor)"]
+            seed = rows["reduce-then-broadcast (seeds)"]
+            ring = rows["allreduce_scatter_gather (per tensor)"]
             out.append(
                 f"Allreduce, {k} devices: each engine operation costs about {us:.0f} us of Python "
                 f"here, so per-tensor algorithms are bound by Python: the seeds' version spent "
@@ -539,7 +537,7 @@ def plots(res: dict, out_dir: Path) -> list[str]:
         fig.savefig(path, dpi=110)
         written.append(path.name)
 
-    short = {"mgpu.train (kvstore='mgpu')": "mgpu.train\n(mgpu)",
+    short = {"mgpu.train (allreduce=True)": "mgpu.train\n(allreduce)",
              "mgpu.train (kvstore='device')": "mgpu.train\n(device)",
              "plain Gluon loop (Trainer default kvstore='device')": "plain loop",
              "plain Gluon loop + mgpu.train's per-batch metrics": "plain loop\n+ metrics"}
@@ -549,9 +547,10 @@ def plots(res: dict, out_dir: Path) -> list[str]:
                        ylabel="images / s", title="LeNet on 2 CPU devices: training loops",
                        fmt="{:,.0f}"), "overhead.png")
     if "allreduce" in res:
-        names = {"reduce-then-broadcast (seeds)": "seeds", "allreduce_ring (per tensor)": "ring",
-                 "allreduce_many, no fusion (small=0)": "many\n(no fusion)",
-                 "allreduce_many (fused)": "many\n(fused)", "KVStore 'local'": "kv local",
+        names = {"reduce-then-broadcast (seeds)": "seeds",
+                 "allreduce_scatter_gather (per tensor)": "scatter\ngather",
+                 "FusedAllreduce, no fusion (small=0)": "fused\n(small=0)",
+                 "FusedAllreduce": "fused", "KVStore 'local'": "kv local",
                  "KVStore 'device'": "kv device"}
         for k in (2, 4):
             rows = res["allreduce"][f"{k}_devices"]

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import mgpu
-from mgpu.parallel import SMALL_TENSOR, allreduce_many, allreduce_ring
+from mgpu.allreduce import SMALL_TENSOR, FusedAllreduce, allreduce_many, allreduce_scatter_gather
 
 mx = mgpu.mx
 
@@ -32,7 +32,7 @@ def _assert_summed(arrays, values, devices, rtol=1e-5):
 def test_ring_equals_numpy_sum_in_place(cpus, k, shape):
     values, arrays = _arrays(shape, cpus(k), seed=k)
     keep = list(arrays)
-    allreduce_ring(arrays)
+    allreduce_scatter_gather(arrays)
     assert all(a is b for a, b in zip(arrays, keep))
     _assert_summed(keep, values, cpus(k))
 
@@ -95,23 +95,47 @@ def test_many_reaches_every_devices_gradients(cpus):
                 p.grad[:] = i + 1
 
 
+def test_fused_allreduce_is_made_once_and_called_every_step(cpus):
+    """One FusedAllreduce, called on new values every step, sums each step's values."""
+    devs = cpus(3)
+    shapes = [(4, 3), (11,), (70_000,)]
+    tensors = [[mx.nd.zeros(s, ctx=d) for d in devs] for s in shapes]
+    reduce = FusedAllreduce(tensors)
+    for step in range(3):
+        values = []
+        for t, shape in enumerate(shapes):
+            v, fresh = _arrays(shape, devs, seed=10 * step + t)
+            values.append(v)
+            for src, dst in zip(fresh, tensors[t]):
+                src.copyto(dst)  # new gradients in the same buffers, as after a backward pass
+        reduce()
+        for v, a in zip(values, tensors):
+            _assert_summed(a, v, devs)
+
+
+def test_fused_allreduce_checks_once_when_created(cpus):
+    a = [mx.nd.ones((2, 2), ctx=d) for d in cpus(2)]
+    with pytest.raises(ValueError, match=r"FusedAllreduce: tensor 1: array 1 has shape"):
+        FusedAllreduce([a, [mx.nd.ones((3,)), a[1]]])
+
+
 def test_one_device_is_a_no_op(cpus):
     a = mx.nd.arange(3)
-    allreduce_ring([a])
+    allreduce_scatter_gather([a])
     allreduce_many([[a]])
     assert a.asnumpy().tolist() == [0.0, 1.0, 2.0]
 
 
 def test_ring_errors_name_the_function(cpus):
     a = mx.nd.ones((2, 2), ctx=mx.cpu(0))
-    with pytest.raises(ValueError, match=r"allreduce_ring: array 1 has shape \(3,\)"):
-        allreduce_ring([a, mx.nd.ones((3,), ctx=mx.cpu(1))])
+    with pytest.raises(ValueError, match=r"allreduce_scatter_gather: array 1 has shape \(3,\)"):
+        allreduce_scatter_gather([a, mx.nd.ones((3,), ctx=mx.cpu(1))])
     with pytest.raises(ValueError, match=r"both live on cpu\(0\)"):
-        allreduce_ring([a, mx.nd.ones((2, 2), ctx=mx.cpu(0))])
-    with pytest.raises(ValueError, match="allreduce_ring got no arrays"):
-        allreduce_ring([])
+        allreduce_scatter_gather([a, mx.nd.ones((2, 2), ctx=mx.cpu(0))])
+    with pytest.raises(ValueError, match="allreduce_scatter_gather got no arrays"):
+        allreduce_scatter_gather([])
     with pytest.raises(TypeError, match="not an mx.nd.NDArray"):
-        allreduce_ring([a, np.ones((2, 2))])
+        allreduce_scatter_gather([a, np.ones((2, 2))])
     np.testing.assert_array_equal(a.asnumpy(), np.ones((2, 2)))
 
 
@@ -139,13 +163,14 @@ def test_many_errors_are_clear_and_write_nothing(cpus):
 
 
 def test_scratch_training_step_uses_the_fused_allreduce(cpus):
-    """train_batch keeps every device's copy identical (the sum reached every device)."""
+    """scratch_step keeps every device's copy identical (the sum reached every device)."""
     devs = cpus(4)
     params = [mgpu.get_params(mgpu.lenet_params(seed=3), d) for d in devs]
     rng = np.random.RandomState(0)
     X, y = rng.rand(40, 1, 28, 28).astype(np.float32), rng.randint(0, 10, 40)
+    step = mgpu.scratch_step(mgpu.lenet_forward, params, devs, lr=0.1)
     for _ in range(2):
-        mgpu.train_batch(X, y, params, devs, lr=0.1)
+        step(X, y)
     for i in range(len(params[0])):
         for other in params[1:]:
             np.testing.assert_array_equal(params[0][i].asnumpy(), other[i].asnumpy())

@@ -14,7 +14,7 @@ def test_lenet_scratch_shapes_and_determinism():
     assert [p.shape for p in p1] == mgpu.models.LENET_SHAPES
     for a, b in zip(p1, p2):
         np.testing.assert_array_equal(a.asnumpy(), b.asnumpy())
-    assert mgpu.lenet(mx.nd.zeros((5, 1, 28, 28)), p1).shape == (5, 10)
+    assert mgpu.lenet_forward(mx.nd.zeros((5, 1, 28, 28)), p1).shape == (5, 10)
 
 
 def test_gluon_lenet_matches_scratch_size():

@@ -19,7 +19,7 @@ def test_scratch_step_keeps_devices_identical_and_changes_params(cpus):
     params = [mgpu.get_params(init, d) for d in devs]
     rng = np.random.RandomState(0)
     X, y = rng.rand(64, 1, 28, 28).astype(np.float32), rng.randint(0, 10, 64)
-    mgpu.train_batch(X, y, params, devs, lr=0.1)
+    mgpu.scratch_step(mgpu.lenet_forward, params, devs, lr=0.1)(X, y)
     _same_on_all_devices(params)
     assert not np.allclose(params[0][0].asnumpy(), init[0].asnumpy())
 
@@ -29,25 +29,26 @@ def test_scratch_step_equals_single_device_step(cpus):
     rng = np.random.RandomState(1)
     X, y = rng.rand(32, 1, 28, 28).astype(np.float32), rng.randint(0, 10, 32)
     one = [mgpu.get_params(mgpu.lenet_params(), mx.cpu(0))]
-    mgpu.train_batch(X, y, one, cpus(1), lr=0.1)
+    mgpu.scratch_step(mgpu.lenet_forward, one, cpus(1), lr=0.1)(X, y)
     two = [mgpu.get_params(mgpu.lenet_params(), d) for d in cpus(2)]
-    mgpu.train_batch(X, y, two, cpus(2), lr=0.1)
+    mgpu.scratch_step(mgpu.lenet_forward, two, cpus(2), lr=0.1)(X, y)
     for a, b in zip(one[0], two[1]):
         np.testing.assert_allclose(a.asnumpy(), b.asnumpy(), rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("kvstore", ["mgpu", "device"])
-def test_gluon_devices_stay_identical(cpus, small_data, kvstore):
+@pytest.mark.parametrize("reduction", [dict(allreduce=True),
+                                       dict(allreduce=False, kvstore="device")])
+def test_gluon_devices_stay_identical(cpus, small_data, reduction):
     net = mgpu.LeNet()
     mgpu.train(net, small_data, cpus(2), num_epochs=1, batch_size=512, lr=0.1,
-               kvstore=kvstore, verbose=False, progress=False)
+               verbose=False, progress=False, **reduction)
     for p in net.collect_params().values():
         _same_on_all_devices([[d] for d in p.list_data()])
 
 
 @pytest.mark.slow
 def test_short_training_run_learns(cpus, small_data):
-    hist = mgpu.train(mgpu.lenet, small_data, cpus(2), num_epochs=3, batch_size=256, lr=0.1,
+    hist = mgpu.train(mgpu.lenet_forward, small_data, cpus(2), num_epochs=3, batch_size=256, lr=0.1,
                       progress=False)
     assert len(hist.test_acc) == 3
     # chance is 0.10; 3 epochs on 3,072 images reach about 0.7
@@ -64,7 +65,7 @@ def test_same_seed_same_accuracies(cpus, small_data):
 
 def test_last_batch_smaller_than_device_count_is_dropped(cpus, idx_dir):
     ds = mgpu.load_fashion_mnist(data_dir=idx_dir)  # 40 training examples
-    hist = mgpu.train(mgpu.lenet, ds, cpus(3), num_epochs=1, batch_size=19, lr=0.1,
+    hist = mgpu.train(mgpu.lenet_forward, ds, cpus(3), num_epochs=1, batch_size=19, lr=0.1,
                       verbose=False, progress=False)
     assert hist.dropped_per_epoch == 2  # 40 = 2 x 19 + 2, and 2 < 3 devices
 
@@ -72,7 +73,7 @@ def test_last_batch_smaller_than_device_count_is_dropped(cpus, idx_dir):
 def test_train_rejects_batch_smaller_than_devices(cpus, idx_dir):
     ds = mgpu.load_fashion_mnist(data_dir=idx_dir)
     with pytest.raises(ValueError, match="smaller than the 4 devices"):
-        mgpu.train(mgpu.lenet, ds, cpus(4), batch_size=3)
+        mgpu.train(mgpu.lenet_forward, ds, cpus(4), batch_size=3)
     with pytest.raises(ValueError, match="pass params"):
         mgpu.train(lambda X, p: X, ds, cpus(1))
 

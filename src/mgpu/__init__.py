@@ -1,74 +1,138 @@
 """mgpu: data-parallel training with Apache MXNet/Gluon, the code of the mgpu book.
 
-One module per concept:
+One module per concept; every public name is also available as ``mgpu.<name>``:
 
 - :mod:`mgpu.devices`: which devices to train on (GPUs, or CPU "virtual devices").
-- :mod:`mgpu.parallel`: ``split_and_load``, ``allreduce`` and ``get_params``, from scratch.
+- :mod:`mgpu.data`: Fashion-MNIST from IDX files, and minibatches.
 - :mod:`mgpu.models`: the from-scratch LeNet, the Gluon LeNet and a ResNet-18 for 28x28 images.
-- :mod:`mgpu.data`: Fashion-MNIST (and MNIST) from IDX files, and minibatches.
-- :mod:`mgpu.train`: a data-parallel training step and the whole loop.
-- :mod:`mgpu.plot`: training curves and timing bars.
+- :mod:`mgpu.parallel`: ``split_and_load`` and ``get_params``, from scratch.
+- :mod:`mgpu.allreduce`: summing gradients across devices, from scratch (three algorithms).
+- :mod:`mgpu.step`: one data-parallel training step, for from-scratch and Gluon models.
+- :mod:`mgpu.train`: the training loop, evaluation and each worker's data shard.
+- :mod:`mgpu.timing`: timing asynchronous work; step times and device speeds.
+- :mod:`mgpu.hetero`: a co-tenant job that makes one device slower.
 - :mod:`mgpu.budget`: how much training the hardware affords (full runs on GPUs, less on CPUs).
-- :mod:`mgpu.dist`: a local MXNet parameter-server cluster (several "machines" on one host).
+- :mod:`mgpu.dist`: a local MXNet parameter-server cluster and the book's worker programs.
+- :mod:`mgpu.plot`: training curves and bar charts (imported on first use: needs matplotlib).
 """
 
 from __future__ import annotations
 
 from mgpu._mx import mx  # noqa: F401  (fails early with install advice)
-from mgpu.budget import Budget, budget
-from mgpu.data import DataError, Dataset, iter_batches, load_fashion_mnist
-from mgpu.devices import DeviceError, devices, hardware_summary, num_gpus, try_all_gpus, try_gpu
-from mgpu.dist import ClusterError, ClusterResult, run_local_cluster
-from mgpu.models import LeNet, lenet, lenet_params, resnet18_28
-from mgpu.parallel import (
+from mgpu.allreduce import (
+    SMALL_TENSOR,
+    FusedAllreduce,
     allreduce,
     allreduce_many,
-    allreduce_ring,
-    get_params,
-    split_and_load,
-    split_sizes,
+    allreduce_scatter_gather,
 )
-from mgpu.train import History, evaluate_accuracy, train, train_batch
+from mgpu.budget import Budget, budget
+from mgpu.data import (
+    FILES,
+    DataError,
+    Dataset,
+    data_dirs,
+    find_data_dir,
+    iter_batches,
+    load_fashion_mnist,
+    read_idx,
+)
+from mgpu.devices import (
+    DeviceError,
+    devices,
+    hardware_summary,
+    num_gpus,
+    parse_devices,
+    try_all_gpus,
+    try_gpu,
+)
+from mgpu.dist import (
+    ClusterError,
+    ClusterResult,
+    ClusterTimeout,
+    PortInUseError,
+    ProcessResult,
+    cluster_env,
+    free_port,
+    params_checksum,
+    push_pull_demo,
+    run_local_cluster,
+    running,
+    train_demo,
+)
+from mgpu.hetero import CoTenant
+from mgpu.models import LENET_SHAPES, LeNet, lenet_forward, lenet_params, resnet18_28
+from mgpu.parallel import SplitError, get_params, split_and_load, split_sizes
+from mgpu.step import Step, forward_backward, gluon_step, scratch_step, sgd
+from mgpu.timing import Benchmark, device_speeds, step_time
+from mgpu.train import History, evaluate_accuracy, train, worker_shard
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "FILES",
+    "LENET_SHAPES",
+    "SMALL_TENSOR",
+    "Benchmark",
     "Budget",
-    "budget",
     "ClusterError",
     "ClusterResult",
-    "Dataset",
+    "ClusterTimeout",
+    "CoTenant",
     "DataError",
+    "Dataset",
     "DeviceError",
+    "FusedAllreduce",
     "History",
     "LeNet",
+    "PortInUseError",
+    "ProcessResult",
+    "SplitError",
+    "Step",
     "allreduce",
     "allreduce_many",
-    "allreduce_ring",
+    "allreduce_scatter_gather",
+    "budget",
+    "cluster_env",
+    "data_dirs",
+    "device_speeds",
     "devices",
     "evaluate_accuracy",
+    "find_data_dir",
+    "forward_backward",
+    "free_port",
     "get_params",
+    "gluon_step",
     "hardware_summary",
     "iter_batches",
-    "lenet",
+    "lenet_forward",
     "lenet_params",
     "load_fashion_mnist",
     "num_gpus",
+    "params_checksum",
+    "parse_devices",
+    "push_pull_demo",
+    "read_idx",
     "resnet18_28",
     "run_local_cluster",
+    "running",
+    "scratch_step",
+    "sgd",
     "split_and_load",
     "split_sizes",
+    "step_time",
     "train",
-    "train_batch",
+    "train_demo",
     "try_all_gpus",
     "try_gpu",
+    "worker_shard",
 ]
 
 
 def __getattr__(name: str):
-    """Import the optional submodules (``mgpu.plot`` needs matplotlib) on first use."""
-    import importlib
+    """Import :mod:`mgpu.plot` (it needs matplotlib) on first use."""
+    if name == "plot":
+        import importlib
 
-    if name in ("plot", "timing", "hetero", "dist"):
-        return importlib.import_module(f"mgpu.{name}")
+        return importlib.import_module("mgpu.plot")
     raise AttributeError(f"module 'mgpu' has no attribute {name!r}")

@@ -1,8 +1,8 @@
-"""Fashion-MNIST (and MNIST) from IDX files, read with NumPy, and minibatches over them.
+"""Fashion-MNIST from IDX files, read with NumPy, and minibatches over them.
 
 The files are looked for, in this order, in ``$MGPU_DATA_DIR``, in MXNet's dataset cache
-(``~/.mxnet/datasets/<name>``) and in Debian's ``/usr/share/datasets/<name>`` (package
-``dataset-fashion-mnist``). Each of the four files may be gzipped (``.gz``) or not.
+(``~/.mxnet/datasets/fashion-mnist``) and in Debian's ``/usr/share/datasets/fashion-mnist``
+(package ``dataset-fashion-mnist``). Each of the four files may be gzipped (``.gz``) or not.
 """
 
 from __future__ import annotations
@@ -28,14 +28,15 @@ __all__ = [
     "read_idx",
 ]
 
-#: The four IDX files of a (Fashion-)MNIST directory.
+#: The four IDX files of a Fashion-MNIST directory.
 FILES = {
     "train_images": "train-images-idx3-ubyte",
     "train_labels": "train-labels-idx1-ubyte",
     "test_images": "t10k-images-idx3-ubyte",
     "test_labels": "t10k-labels-idx1-ubyte",
 }
-DEBIAN_PACKAGE = {"fashion-mnist": "dataset-fashion-mnist"}
+NAME = "fashion-mnist"
+DEBIAN_PACKAGE = "dataset-fashion-mnist"
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
 
@@ -61,8 +62,8 @@ class Dataset:
         )
 
 
-def data_dirs(name: str = "fashion-mnist") -> list[Path]:
-    """The directories searched for ``name``, in order.
+def data_dirs() -> list[Path]:
+    """The directories searched for Fashion-MNIST, in order.
 
     >>> [str(p) for p in data_dirs()][-1]
     '/usr/share/datasets/fashion-mnist'
@@ -70,8 +71,8 @@ def data_dirs(name: str = "fashion-mnist") -> list[Path]:
     dirs = []
     if os.environ.get("MGPU_DATA_DIR"):
         dirs.append(Path(os.environ["MGPU_DATA_DIR"]).expanduser())
-    dirs.append(Path("~/.mxnet/datasets").expanduser() / name)
-    dirs.append(Path("/usr/share/datasets") / name)
+    dirs.append(Path("~/.mxnet/datasets").expanduser() / NAME)
+    dirs.append(Path("/usr/share/datasets") / NAME)
     return dirs
 
 
@@ -86,24 +87,21 @@ def _complete(directory: Path) -> bool:
     return all(_file_in(directory, stem) for stem in FILES.values())
 
 
-def _download(name: str) -> Path | None:
+def _download() -> Path | None:
     """Fetch the official files with MXNet's own downloader (it checks their SHA-1)."""
     from mgpu._mx import mx
 
-    classes = {"fashion-mnist": mx.gluon.data.vision.FashionMNIST,
-               "mnist": mx.gluon.data.vision.MNIST}
-    root = Path("~/.mxnet/datasets").expanduser() / name
+    root = Path("~/.mxnet/datasets").expanduser() / NAME
     try:
         for train in (True, False):
-            classes[name](root=str(root), train=train)
+            mx.gluon.data.vision.FashionMNIST(root=str(root), train=train)
     except Exception:  # offline, proxy, checksum: any failure means "not available"
         return None
     return root if _complete(root) else None
 
 
-def find_data_dir(name: str = "fashion-mnist", data_dir: str | os.PathLike | None = None,
-                  download: bool = True) -> Path:
-    """Return the first directory holding all four IDX files of ``name``.
+def find_data_dir(data_dir: str | os.PathLike | None = None, download: bool = True) -> Path:
+    """Return the first directory holding all four IDX files of Fashion-MNIST.
 
     An explicit ``data_dir`` is the only place looked at. Otherwise :func:`data_dirs` is searched
     and, failing that, MXNet's official download is tried when ``download`` is true.
@@ -113,30 +111,26 @@ def find_data_dir(name: str = "fashion-mnist", data_dir: str | os.PathLike | Non
     ...
     mgpu.data.DataError: fashion-mnist not found in /nonexistent: ...
     """
-    if name not in ("fashion-mnist", "mnist"):
-        raise DataError(f"unknown data set {name!r}: use 'fashion-mnist' or 'mnist'")
     if data_dir is not None:
         d = Path(data_dir).expanduser()
         if _complete(d):
             return d
         missing = [s for s in FILES.values() if not _file_in(d, s)]
-        raise DataError(f"{name} not found in {d}: missing {', '.join(missing)} (.gz or raw)")
-    dirs = data_dirs(name)
+        raise DataError(f"{NAME} not found in {d}: missing {', '.join(missing)} (.gz or raw)")
+    dirs = data_dirs()
     for d in dirs:
         if _complete(d):
             return d
     if download:
-        got = _download(name)
+        got = _download()
         if got is not None:
             return got
-    hint = ""
-    if name in DEBIAN_PACKAGE:
-        hint = f" or install the Debian package: apt-get install {DEBIAN_PACKAGE[name]}"
     raise DataError(
-        f"{name} not found. Looked in: {', '.join(str(d) for d in dirs)}"
+        f"{NAME} not found. Looked in: {', '.join(str(d) for d in dirs)}"
         + ("; the download failed (offline?)" if download else "")
         + f". Put the four IDX files ({', '.join(FILES.values())}, .gz or raw) in one of these"
-        f" places (set MGPU_DATA_DIR to use your own){hint}."
+        f" places (set MGPU_DATA_DIR to use your own) or install the Debian package: "
+        f"apt-get install {DEBIAN_PACKAGE}."
     )
 
 
@@ -193,20 +187,18 @@ def load_fashion_mnist(
     test_subset: int | None = None,
     seed: int = 0,
     data_dir: str | os.PathLike | None = None,
-    name: str = "fashion-mnist",
     download: bool = True,
 ) -> Dataset:
     """Load the whole data set into memory (well under a second for Fashion-MNIST).
 
     ``subset`` / ``test_subset`` keep a random sample of that many training / test examples
-    (chosen with ``seed``), so that CPU runs fit a time budget. ``name="mnist"`` reads MNIST from
-    the same file format when its files are present.
+    (chosen with ``seed``), so that CPU runs fit a time budget.
 
     >>> ds = load_fashion_mnist(subset=1000, test_subset=500)
     >>> ds.train_images.shape, ds.test_labels.shape
     ((1000, 1, 28, 28), (500,))
     """
-    directory = find_data_dir(name, data_dir, download)
+    directory = find_data_dir(data_dir, download)
     arrays = {key: read_idx(_file_in(directory, stem)) for key, stem in FILES.items()}
     for split in ("train", "test"):
         images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
@@ -219,7 +211,7 @@ def load_fashion_mnist(
     train = _subset(arrays["train_images"], arrays["train_labels"], subset, rng, "subset")
     test = _subset(arrays["test_images"], arrays["test_labels"], test_subset, rng, "test_subset")
     return Dataset(
-        name=name,
+        name=NAME,
         source=directory,
         train_images=train[0][:, None],
         train_labels=train[1].astype(np.int32),

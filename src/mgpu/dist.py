@@ -572,7 +572,7 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
     kv = mx.kv.create(kvstore)
     net = LeNet()
     hist = train(net, data, devices(1), num_epochs=num_epochs, batch_size=batch_size, lr=lr,
-                 kvstore=kv, seed=seed, verbose=False, progress=False)
+                 allreduce=False, kvstore=kv, seed=seed, verbose=False, progress=False)
     examples = round(hist.images_per_sec[-1] * hist.epoch_time[-1])  # this worker's, per epoch
     _report(rank=kv.rank, num_workers=kv.num_workers, examples=examples,
             batch_size=hist.batch_size, test_acc=hist.test_acc[-1],

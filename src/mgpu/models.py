@@ -6,12 +6,12 @@ import numpy as np
 
 from mgpu._mx import mx
 
-__all__ = ["LENET_SHAPES", "LeNet", "lenet", "lenet_params", "resnet18_28"]
+__all__ = ["LENET_SHAPES", "LeNet", "lenet_forward", "lenet_params", "resnet18_28"]
 
 nd = mx.nd
 nn = mx.gluon.nn
 
-#: Shapes of the from-scratch LeNet's parameters, in the order :func:`lenet` uses them.
+#: Shapes of the from-scratch LeNet's parameters, in the order :func:`lenet_forward` uses them.
 LENET_SHAPES: list[tuple[int, ...]] = [
     (20, 1, 3, 3), (20,),        # conv 20@3x3
     (50, 20, 5, 5), (50,),       # conv 50@5x5
@@ -43,10 +43,10 @@ def lenet_params(seed: int = 0, scale: float | None = None) -> list[nd.NDArray]:
     return params
 
 
-def lenet(X: nd.NDArray, params: list[nd.NDArray]) -> nd.NDArray:
+def lenet_forward(X: nd.NDArray, params: list[nd.NDArray]) -> nd.NDArray:
     """LeNet's forward pass written with raw operators; returns unnormalised scores (logits).
 
-    >>> lenet(nd.zeros((4, 1, 28, 28)), lenet_params()).shape
+    >>> lenet_forward(nd.zeros((4, 1, 28, 28)), lenet_params()).shape
     (4, 10)
     """
     W1, b1, W2, b2, W3, b3, W4, b4 = params
