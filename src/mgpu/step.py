@@ -23,9 +23,9 @@ nd = mx.nd
 autograd = mx.autograd
 gluon = mx.gluon
 
-#: What a step returns: per device, the losses, the network's outputs and the labels.
+# What a step returns: per device, the losses, the network's outputs and the labels.
 StepResult = tuple[list[nd.NDArray], list[nd.NDArray], list[nd.NDArray]]
-#: A training step: ``step(X, y)`` on one minibatch of NumPy images and labels.
+# A training step: ``step(X, y)`` on one minibatch of NumPy images and labels.
 Step = Callable[[np.ndarray, np.ndarray], StepResult]
 
 
