@@ -48,7 +48,7 @@ def test_search_order_prefers_mgpu_data_dir(idx_dir, monkeypatch):
 
 
 def test_missing_data_names_every_place(tmp_path, monkeypatch):
-    monkeypatch.setenv("MGPU_DATA_DIR", str(tmp_path))
+    monkeypatch.delenv("MGPU_DATA_DIR", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     places = [tmp_path, tmp_path / ".mxnet", tmp_path / "d"]
     monkeypatch.setattr(mgpu.data, "data_dirs", lambda name="fashion-mnist": places)
@@ -99,3 +99,10 @@ def test_iter_batches_keeps_short_last_batch():
     assert batches[0][0].dtype == np.float32
     with pytest.raises(ValueError, match="batch_size"):
         next(mgpu.iter_batches(X, y, 0))
+
+
+def test_labels_outside_the_classes_are_refused(idx_dir):
+    write_idx(idx_dir / "t10k-labels-idx1-ubyte.gz", np.full(20, 12))
+    with pytest.raises(DataError, match=r"t10k-labels-idx1-ubyte\.gz holds 20 labels outside "
+                                        r"0\.\.9 \(e\.g\. \[12\]\).*delete it"):
+        mgpu.load_fashion_mnist(data_dir=idx_dir)

@@ -38,3 +38,17 @@ def test_resnet18_28_shapes_and_size():
     small.initialize()
     assert small(mx.nd.zeros((1, 1, 28, 28))).shape == (1, 10)
     assert _count(small) < _count(net) / 10
+
+
+def test_every_public_name_is_mgpu_dot_name():
+    """One public path: every name a module exports is also ``mgpu.<name>``, the same object."""
+    import importlib
+    import pkgutil
+
+    for info in pkgutil.iter_modules(mgpu.__path__):
+        if info.name.startswith("_") or info.name == "plot":
+            continue
+        module = importlib.import_module(f"mgpu.{info.name}")
+        for name in module.__all__:
+            assert getattr(mgpu, name) is getattr(module, name), f"mgpu.{name}"
+            assert name in mgpu.__all__, name

@@ -11,6 +11,7 @@ One module per concept; every public name is also available as ``mgpu.<name>``:
 - :mod:`mgpu.train`: the training loop, evaluation and each worker's data shard.
 - :mod:`mgpu.timing`: timing asynchronous work; step times and device speeds.
 - :mod:`mgpu.hetero`: a co-tenant job that makes one device slower.
+- :mod:`mgpu.checks`: checks of user input, with errors that say what to fix.
 - :mod:`mgpu.budget`: how much training the hardware affords (full runs on GPUs, less on CPUs).
 - :mod:`mgpu.dist`: a local MXNet parameter-server cluster and the book's worker programs.
 - :mod:`mgpu.plot`: training curves and bar charts (imported on first use: needs matplotlib).
@@ -27,8 +28,10 @@ from mgpu.allreduce import (
     allreduce_scatter_gather,
 )
 from mgpu.budget import Budget, budget
+from mgpu.checks import check_devices, check_labels, positive_int, positive_number
 from mgpu.data import (
     FILES,
+    NUM_CLASSES,
     DataError,
     Dataset,
     data_dirs,
@@ -65,12 +68,21 @@ from mgpu.models import LENET_SHAPES, LeNet, lenet_forward, lenet_params, resnet
 from mgpu.parallel import SplitError, get_params, split_and_load, split_sizes
 from mgpu.step import Step, forward_backward, gluon_step, scratch_step, sgd
 from mgpu.timing import Benchmark, device_speeds, step_time
-from mgpu.train import History, evaluate_accuracy, train, worker_shard
+from mgpu.train import (
+    KVSTORES,
+    History,
+    NonFiniteLossError,
+    evaluate_accuracy,
+    train,
+    worker_shard,
+)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "FILES",
+    "KVSTORES",
+    "NUM_CLASSES",
     "LENET_SHAPES",
     "SMALL_TENSOR",
     "Benchmark",
@@ -85,6 +97,7 @@ __all__ = [
     "FusedAllreduce",
     "History",
     "LeNet",
+    "NonFiniteLossError",
     "PortInUseError",
     "ProcessResult",
     "SplitError",
@@ -93,6 +106,8 @@ __all__ = [
     "allreduce_many",
     "allreduce_scatter_gather",
     "budget",
+    "check_devices",
+    "check_labels",
     "cluster_env",
     "data_dirs",
     "device_speeds",
@@ -111,6 +126,8 @@ __all__ = [
     "num_gpus",
     "params_checksum",
     "parse_devices",
+    "positive_int",
+    "positive_number",
     "push_pull_demo",
     "read_idx",
     "resnet18_28",

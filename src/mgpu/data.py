@@ -8,6 +8,7 @@ The files are looked for, in this order, in ``$MGPU_DATA_DIR``, in MXNet's datas
 from __future__ import annotations
 
 import gzip
+import numbers
 import os
 import struct
 import zlib
@@ -36,6 +37,8 @@ FILES = {
     "test_labels": "t10k-labels-idx1-ubyte",
 }
 NAME = "fashion-mnist"
+#: Fashion-MNIST's classes: its labels are 0 .. 9.
+NUM_CLASSES = 10
 DEBIAN_PACKAGE = "dataset-fashion-mnist"
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
 
@@ -63,17 +66,14 @@ class Dataset:
 
 
 def data_dirs() -> list[Path]:
-    """The directories searched for Fashion-MNIST, in order.
+    """The directories searched for Fashion-MNIST, in order (``$MGPU_DATA_DIR`` alone when set).
 
     >>> [str(p) for p in data_dirs()][-1]
     '/usr/share/datasets/fashion-mnist'
     """
-    dirs = []
     if os.environ.get("MGPU_DATA_DIR"):
-        dirs.append(Path(os.environ["MGPU_DATA_DIR"]).expanduser())
-    dirs.append(Path("~/.mxnet/datasets").expanduser() / NAME)
-    dirs.append(Path("/usr/share/datasets") / NAME)
-    return dirs
+        return [Path(os.environ["MGPU_DATA_DIR"]).expanduser()]
+    return [Path("~/.mxnet/datasets").expanduser() / NAME, Path("/usr/share/datasets") / NAME]
 
 
 def _file_in(directory: Path, stem: str) -> Path | None:
@@ -103,21 +103,22 @@ def _download() -> Path | None:
 def find_data_dir(data_dir: str | os.PathLike | None = None, download: bool = True) -> Path:
     """Return the first directory holding all four IDX files of Fashion-MNIST.
 
-    An explicit ``data_dir`` is the only place looked at. Otherwise :func:`data_dirs` is searched
-    and, failing that, MXNet's official download is tried when ``download`` is true.
+    A directory the user gave, as ``data_dir`` or else in ``$MGPU_DATA_DIR``, is the only place
+    looked at: if it lacks the files, that is an error, never a quiet switch to other data.
+    Otherwise :func:`data_dirs` is searched and, failing that, MXNet's official download is tried
+    when ``download`` is true.
 
     >>> find_data_dir(data_dir="/nonexistent")
     Traceback (most recent call last):
     ...
-    mgpu.data.DataError: fashion-mnist not found in /nonexistent: ...
+    mgpu.data.DataError: data_dir='/nonexistent' does not exist: ...
     """
+    given = "data_dir"
+    if data_dir is None and os.environ.get("MGPU_DATA_DIR"):
+        data_dir, given = os.environ["MGPU_DATA_DIR"], "MGPU_DATA_DIR"
     if data_dir is not None:
-        d = Path(data_dir).expanduser()
-        if _complete(d):
-            return d
-        missing = [s for s in FILES.values() if not _file_in(d, s)]
-        raise DataError(f"{NAME} not found in {d}: missing {', '.join(missing)} (.gz or raw)")
-    dirs = data_dirs()
+        return _given_dir(Path(data_dir).expanduser(), f"{given}={str(data_dir)!r}")
+    dirs = data_dirs()  # $MGPU_DATA_DIR is unset here
     for d in dirs:
         if _complete(d):
             return d
@@ -132,6 +133,21 @@ def find_data_dir(data_dir: str | os.PathLike | None = None, download: bool = Tr
         f" places (set MGPU_DATA_DIR to use your own) or install the Debian package: "
         f"apt-get install {DEBIAN_PACKAGE}."
     )
+
+
+def _given_dir(d: Path, given: str) -> Path:
+    """The directory the user named, if it holds the four files; a :class:`DataError` if not."""
+    if not d.exists():
+        raise DataError(f"{given} does not exist: point it at the directory that holds the four "
+                        f"{NAME} files ({', '.join(FILES.values())}, .gz or raw)")
+    if not d.is_dir():
+        raise DataError(f"{given} is a file, not a directory: point it at the directory that "
+                        f"holds the four {NAME} files")
+    missing = [s for s in FILES.values() if not _file_in(d, s)]
+    if missing:
+        raise DataError(f"{NAME} not found in {d} ({given}): missing {', '.join(missing)} "
+                        "(.gz or raw)")
+    return d
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
@@ -176,6 +192,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 def _subset(images, labels, n, rng, what):
     if n is None:
         return images, labels
+    if isinstance(n, bool) or not isinstance(n, numbers.Integral):
+        raise DataError(f"{what}={n!r} must be a whole number of examples (or None for all)")
     if not 1 <= n <= len(labels):
         raise DataError(f"{what}={n} is out of range: the split has {len(labels)} examples")
     idx = np.sort(rng.choice(len(labels), size=n, replace=False))
@@ -207,6 +225,12 @@ def load_fashion_mnist(
                 f"{directory}: {split} images {images.shape} and labels {labels.shape} do not "
                 "match (expected (N, rows, cols) images and N labels)"
             )
+        bad = (labels < 0) | (labels >= NUM_CLASSES)
+        if bad.any():
+            raise DataError(
+                f"{_file_in(directory, FILES[split + '_labels'])} holds {int(bad.sum())} labels "
+                f"outside 0..{NUM_CLASSES - 1} (e.g. {np.unique(labels[bad])[:5].tolist()}): it "
+                f"is corrupt or not {NAME}; delete it and fetch it again")
     rng = np.random.RandomState(seed)
     train = _subset(arrays["train_images"], arrays["train_labels"], subset, rng, "subset")
     test = _subset(arrays["test_images"], arrays["test_labels"], test_subset, rng, "test_subset")

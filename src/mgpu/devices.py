@@ -10,6 +10,7 @@ CPU devices) or ``MGPU_DEVICES=gpu:0,1`` (the first two GPUs).
 
 from __future__ import annotations
 
+import numbers
 import os
 import platform
 import re
@@ -120,6 +121,9 @@ def devices(n: int | None = None) -> list[mx.Context]:
     ...
     mgpu.devices.DeviceError: devices(0): ask for at least one device
     """
+    if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral)):
+        raise DeviceError(f"devices({n!r}): the number of devices must be a whole number, "
+                          f"e.g. devices(2)")
     if n is not None and n < 1:
         raise DeviceError(f"devices({n}): ask for at least one device")
     spec = os.environ.get(ENV_VAR, "").strip()

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from mgpu._mx import mx
+from mgpu.checks import check_devices
 
 __all__ = ["SplitError", "get_params", "split_and_load", "split_sizes"]
 
@@ -111,7 +112,7 @@ def split_and_load(
     >>> ys[1].asnumpy().tolist()
     [3, 4, 5]
     """
-    devices = list(devices)
+    devices = check_devices(devices)
     if isinstance(data, tuple | list):
         if not data:
             raise SplitError("split_and_load got an empty tuple of inputs")

@@ -7,6 +7,8 @@ model data-parallel; :class:`History` holds what was measured.
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -15,15 +17,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mgpu._mx import mx
+from mgpu.checks import check_devices, check_labels, positive_int, positive_number
 from mgpu.data import Dataset, iter_batches
 from mgpu.models import lenet_forward, lenet_params
-from mgpu.parallel import get_params, split_and_load
+from mgpu.parallel import get_params, split_and_load, split_sizes
 from mgpu.step import Step, gluon_step, scratch_step
 
-__all__ = ["History", "evaluate_accuracy", "train", "worker_shard"]
+__all__ = ["KVSTORES", "History", "NonFiniteLossError", "evaluate_accuracy", "train",
+           "worker_shard"]
 
 nd = mx.nd
 gluon = mx.gluon
+
+#: The KVStore types of MXNet 1.9. ``mx.kv.create`` turns any other name into a ``local`` store
+#: without a word (src/kvstore/kvstore.cc), so :func:`train` accepts only these.
+KVSTORES = ("local", "device", "nccl", "dist_sync", "dist_async", "dist_sync_device",
+            "dist_device_sync", "dist_async_device")
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite: :func:`train` stopped at that batch."""
 
 
 def evaluate_accuracy(
@@ -46,12 +59,16 @@ def evaluate_accuracy(
     >>> evaluate_accuracy(lenet_forward, X, y, devs, device_params=params)  # zero logits: 0
     1.0
     """
+    devices = check_devices(devices)
+    batch_size = positive_int("batch_size", batch_size)
+    if len(labels) == 0:
+        raise ValueError("evaluate_accuracy got no examples: pass a non-empty test set")
     correct = [nd.zeros((1,), ctx=d) for d in devices]
     for X, y in iter_batches(images, labels, batch_size):
         k = min(len(devices), len(y))  # a tiny last batch uses fewer devices
         Xs, ys = split_and_load((X, y), devices[:k], even_split=False)
         for i, (a, b) in enumerate(zip(Xs, ys)):
-            out = net(a) if device_params is None else net(a, device_params[i])
+            out = _forward(net, a, None if device_params is None else device_params[i], "images")
             correct[i] += (out.argmax(axis=1) == b).sum()
     return float(sum(c.asscalar() for c in correct)) / len(labels)
 
@@ -141,31 +158,137 @@ def _initialise(net: gluon.Block, devices: list[mx.Context], seed: int) -> None:
         params.reset_ctx(devices)
 
 
-def _run_epoch(step: Step, batches, devices, progress: bool, total: int) -> tuple:
-    """Run ``step`` over ``batches``; return (loss sum, correct count, examples, seconds)."""
+def _run_epoch(step: Step, batches, devices, progress: bool, total: int, epoch: int,
+               lr: float) -> tuple:
+    """Run ``step`` over ``batches``; return (loss sum, correct count, examples, seconds).
+
+    Stops with :class:`NonFiniteLossError` once a batch's loss is not finite. The check reads the
+    previous batch's loss, which the loop waits for anyway, so it adds no synchronisation.
+    """
     loss_sum = [nd.zeros((1,), ctx=d) for d in devices]
     correct = [nd.zeros((1,), ctx=d) for d in devices]
-    seen, previous = 0, None
+    batch_losses = []  # per batch, each device's summed loss: read only to locate a failure
+    seen = 0
     if progress:
         from tqdm.auto import tqdm
 
-        batches = tqdm(batches, total=total, leave=False)
+        batches = tqdm(batches, total=total, desc=f"epoch {epoch}", leave=False)
     nd.waitall()
     start = time.perf_counter()
-    for X, y in batches:
+    for b, (X, y) in enumerate(batches):
         losses, outputs, labels = step(X, y)
-        for i, (lo, o, b) in enumerate(zip(losses, outputs, labels)):
-            loss_sum[i] += lo.sum()
-            correct[i] += (o.argmax(axis=1) == b).sum()
+        sums = [lo.sum() for lo in losses]
+        for i, (lo, o, lab) in enumerate(zip(sums, outputs, labels)):
+            loss_sum[i] += lo
+            correct[i] += (o.argmax(axis=1) == lab).sum()
+        batch_losses.append(sums)
         seen += len(y)
-        # Keep at most two batches in flight: wait for the previous one, not for this one,
-        # so that devices overlap but Python cannot queue a whole epoch ahead.
-        if previous is not None:
-            previous.wait_to_read()
-        previous = loss_sum[-1]
+        # Keep at most two batches in flight: wait for the previous batch's loss, not for this
+        # one's, so that devices overlap but Python cannot queue a whole epoch ahead.
+        if b and not math.isfinite(batch_losses[b - 1][-1].asscalar()):
+            raise _non_finite(batch_losses, devices, epoch, lr)
     nd.waitall()
     elapsed = time.perf_counter() - start
-    return sum(s.asscalar() for s in loss_sum), sum(c.asscalar() for c in correct), seen, elapsed
+    loss = sum(s.asscalar() for s in loss_sum)
+    if not math.isfinite(loss):
+        raise _non_finite(batch_losses, devices, epoch, lr)
+    return loss, sum(c.asscalar() for c in correct), seen, elapsed
+
+
+def _non_finite(batch_losses, devices, epoch: int, lr: float) -> NonFiniteLossError:
+    """The error for the first batch whose loss is not finite on some device."""
+    for b, sums in enumerate(batch_losses):
+        for device, value in zip(devices, (s.asscalar() for s in sums)):
+            if not math.isfinite(value):
+                return NonFiniteLossError(
+                    f"the training loss became {value} in epoch {epoch}, batch {b + 1} (on "
+                    f"{device}); training stopped there. Likely causes: a learning rate too "
+                    f"large for this model and batch (lr={lr:g}: try one ten times smaller), or "
+                    "input images with NaN or infinite values")
+    return NonFiniteLossError(f"the training loss is not finite in epoch {epoch}")
+
+
+def _check_args(devices, num_epochs, batch_size, eval_batch_size, lr, weights) -> tuple:
+    """The arguments of :func:`train` that are numbers and devices, checked and normalised."""
+    devices = check_devices(devices)
+    batch_size = positive_int("batch_size", batch_size)
+    if batch_size < len(devices):
+        raise ValueError(
+            f"batch_size={batch_size} is smaller than the {len(devices)} devices: every device "
+            f"needs at least one example per batch; use batch_size >= {len(devices)}")
+    if weights is not None:
+        split_sizes(batch_size, len(devices), weights=weights)  # checks the weights once
+    lr = positive_number("lr", lr, "use a learning rate such as 0.1 (a negative one climbs "
+                         "the loss)")
+    return (devices, positive_int("num_epochs", num_epochs), batch_size,
+            positive_int("eval_batch_size", eval_batch_size), lr)
+
+
+def _check_data(data: Dataset) -> None:
+    """A :class:`~mgpu.data.Dataset` with examples, matching lengths and finite images."""
+    if not isinstance(data, Dataset):
+        raise TypeError(f"data must be an mgpu.Dataset (see mgpu.load_fashion_mnist), got "
+                        f"{type(data).__name__}")
+    for split in ("train", "test"):
+        images, labels = getattr(data, f"{split}_images"), getattr(data, f"{split}_labels")
+        if len(labels) == 0:
+            raise ValueError(f"data has no {split}ing examples: train needs at least one "
+                             f"(check the subset sizes given to load_fashion_mnist)")
+        if len(images) != len(labels):
+            raise ValueError(f"data.{split}_images has {len(images)} examples but "
+                             f"data.{split}_labels has {len(labels)}; they must match")
+        if images.shape[1:] != data.train_images.shape[1:]:
+            raise ValueError(f"data.test_images have shape {images.shape[1:]} per example but "
+                             f"data.train_images {data.train_images.shape[1:]}; they must match")
+        if images.dtype.kind == "f" and not np.all(np.isfinite(images)):
+            raise ValueError(f"data.{split}_images contains NaN or infinite values; clean the "
+                             "images before training")
+
+
+def _create_kvstore(kvstore: str | mx.kv.KVStore | None) -> mx.kv.KVStore | None:
+    """A KVStore object from a name, refusing names MXNet would quietly turn into 'local'."""
+    if kvstore is None or isinstance(kvstore, mx.kv.KVStore):
+        return kvstore
+    if kvstore not in KVSTORES:
+        raise ValueError(f"kvstore={kvstore!r} is not a KVStore type of MXNet 1.9 (MXNet would "
+                         f"quietly create a 'local' one); use one of {', '.join(KVSTORES)}")
+    if kvstore.startswith("dist") and "DMLC_ROLE" not in os.environ:
+        raise ValueError(f"kvstore={kvstore!r} needs a parameter-server cluster, but this "
+                         "process is not part of one (DMLC_ROLE is not set): run it with "
+                         "mgpu.run_local_cluster, or on one machine use 'device' or 'local'")
+    try:
+        return mx.kv.create(kvstore)
+    except mx.base.MXNetError as err:
+        raise ValueError(f"kvstore={kvstore!r} cannot be created with this MXNet build: "
+                         f"{_reason(err)}") from None
+
+
+def _reason(err: Exception) -> str:
+    """The last meaningful line of an MXNet error (its message, without the C++ stack)."""
+    lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+    return next((ln for ln in reversed(lines) if "Error" in ln or "Check failed" in ln),
+                lines[-1] if lines else type(err).__name__)
+
+
+def _forward(net, X: nd.NDArray, params, what: str) -> nd.NDArray:
+    """``net(X)`` or ``net(X, params)``, with a clear error when the model cannot take ``X``."""
+    try:
+        return net(X) if params is None else net(X, params)
+    except (mx.base.MXNetError, ValueError, TypeError, IndexError) as err:
+        raise ValueError(
+            f"the model cannot take {what} of shape {X.shape[1:]} per example: {_reason(err)}. "
+            "Give it images of the shape it was built for (the book's models take 1x28x28), "
+            "and, for a from-scratch model, the parameters it expects") from None
+
+
+def _num_outputs(net, images: np.ndarray, device: mx.Context, params) -> int:
+    """Run the model on one training example and return its number of outputs (classes)."""
+    X = nd.array(images[:1].astype(np.float32) / 255, ctx=device)
+    out = _forward(net, X, params, "data.train_images")
+    if out.ndim != 2:
+        raise ValueError(f"the model's output has shape {out.shape}; train needs one row of "
+                         "class scores per example, shape (N, classes)")
+    return out.shape[1]
 
 
 def train(
@@ -205,26 +328,23 @@ def train(
     last one, and the update is scaled by its real size. Shuffling and initialisation use ``seed``,
     so the same call gives the same accuracies.
     """
-    devices = list(devices)
-    if not devices:
-        raise ValueError("train needs at least one device; see mgpu.devices(n)")
-    if batch_size < len(devices):
-        raise ValueError(
-            f"batch_size={batch_size} is smaller than the {len(devices)} devices: every device "
-            f"needs at least one example per batch; use batch_size >= {len(devices)}"
-        )
+    devices, num_epochs, batch_size, eval_batch_size, lr = _check_args(
+        devices, num_epochs, batch_size, eval_batch_size, lr, weights)
+    _check_data(data)
     if allreduce and kvstore is not None:
         raise ValueError(f"allreduce=True and kvstore={kvstore!r} would both sum the gradients: "
                          "pass allreduce=False to let the KVStore sum them")
+    kvstore = _create_kvstore(kvstore)
     images, labels, local_batch, workers = data.train_images, data.train_labels, batch_size, 1
-    if isinstance(kvstore, str) and kvstore.startswith("dist"):
-        kvstore = mx.kv.create(kvstore)
-    if isinstance(kvstore, mx.kv.KVStore) and kvstore.type.startswith("dist"):
+    if kvstore is not None and kvstore.type.startswith("dist"):
         workers = kvstore.num_workers
         images, labels = worker_shard(images, labels, batch_size, workers, kvstore.rank)
         local_batch = batch_size // workers
     step, device_params, model, reduction = _make_step(
         net, devices, lr, params, allreduce, kvstore, weights, optimizer, seed, workers)
+    classes = _num_outputs(net, images, devices[0], device_params and device_params[0])
+    check_labels(labels, classes, "data.train_labels")
+    check_labels(data.test_labels, classes, "data.test_labels")
 
     hist = History(devices=[str(d) for d in devices], batch_size=batch_size, lr=lr, model=model,
                    reduction=reduction)
@@ -235,7 +355,7 @@ def train(
         batches = iter_batches(images, labels, local_batch, shuffle=True, seed=seed + epoch,
                                min_last=len(devices))
         loss, correct, seen, elapsed = _run_epoch(step, batches, devices, progress,
-                                                  -(-len(labels) // local_batch))
+                                                  -(-len(labels) // local_batch), epoch + 1, lr)
         hist.loss.append(loss / seen)
         hist.train_acc.append(correct / seen)
         hist.test_acc.append(evaluate_accuracy(net, data.test_images, data.test_labels, devices,
@@ -252,6 +372,9 @@ def _make_step(net, devices, lr, params, allreduce, kvstore, weights, optimizer,
     reduction = "mgpu.FusedAllreduce" if allreduce else (
         "none" if kvstore is None else f"KVStore {getattr(kvstore, 'type', kvstore)!r}")
     if isinstance(net, gluon.Block):
+        if optimizer not in mx.optimizer.Optimizer.opt_registry:
+            raise ValueError(f"optimizer={optimizer!r} is not an MXNet optimizer; use e.g. "
+                             "'sgd', 'nag' or 'adam'")
         _initialise(net, devices, seed)
         net.hybridize()
         trainer = gluon.Trainer(net.collect_params(), optimizer, {"learning_rate": lr},
@@ -259,6 +382,9 @@ def _make_step(net, devices, lr, params, allreduce, kvstore, weights, optimizer,
         step = gluon_step(net, trainer, devices, allreduce=allreduce, weights=weights,
                           batch_scale=workers)
         return step, None, type(net).__name__, reduction
+    if not callable(net):
+        raise TypeError(f"net must be a Gluon block or a function net(X, params), got "
+                        f"{type(net).__name__}")
     if kvstore is not None:
         raise ValueError("a from-scratch model has no Trainer, so no KVStore: pass kvstore=None "
                          "(its gradients are summed by allreduce=True)")
