@@ -18,7 +18,13 @@ from mgpu._mx import mx  # noqa: F401  (fails early with install advice)
 from mgpu.budget import Budget, budget
 from mgpu.data import DataError, Dataset, iter_batches, load_fashion_mnist
 from mgpu.devices import DeviceError, devices, hardware_summary, num_gpus, try_all_gpus, try_gpu
-from mgpu.dist import ClusterError, ClusterResult, run_local_cluster
+from mgpu.launch import (
+    ClusterError,
+    ClusterResult,
+    ClusterTimeout,
+    PortInUseError,
+    run_local_cluster,
+)
 from mgpu.models import LeNet, lenet, lenet_params, resnet18_28
 from mgpu.parallel import (
     allreduce,
@@ -37,11 +43,13 @@ __all__ = [
     "budget",
     "ClusterError",
     "ClusterResult",
+    "ClusterTimeout",
     "Dataset",
     "DataError",
     "DeviceError",
     "History",
     "LeNet",
+    "PortInUseError",
     "allreduce",
     "allreduce_many",
     "allreduce_ring",
