@@ -1,7 +1,12 @@
 """The launcher of mgpu.launch: real scheduler, server and worker processes on 127.0.0.1."""
 
 import ast
+import contextlib
+import math
+import os
+import signal
 import socket
+import subprocess
 import sys
 import time
 from functools import partial
@@ -46,6 +51,49 @@ for step in range(3):
     kv.push(0, mx.nd.ones((2,)))
     kv.pull(0, out=out)
     out.wait_to_read()
+"""
+
+# A worker that kills the cluster's server (found by its environment in /proc), then pushes.
+KILL_SERVER = """
+import os, signal
+import mxnet as mx
+kv = mx.kv.create('dist_sync')
+kv.init(0, mx.nd.zeros((2,)))
+mine = ('DMLC_ROLE=server', 'DMLC_PS_ROOT_PORT=' + os.environ['DMLC_PS_ROOT_PORT'])
+for pid in filter(str.isdigit, os.listdir('/proc')):
+    try:
+        env = open(f'/proc/{pid}/environ', 'rb').read().decode(errors='replace').split('\\0')
+    except OSError:
+        continue
+    if all(m in env for m in mine):
+        print('killing server', pid, flush=True)
+        os.kill(int(pid), signal.SIGKILL)
+out = mx.nd.zeros((2,))
+kv.push(0, mx.nd.ones((2,)))
+kv.pull(0, out=out)
+out.wait_to_read()
+"""
+
+# A launcher in a process of its own: mgpu.launch loaded from its file (it needs nothing else).
+LAUNCHER = """
+import importlib.util, sys
+from pathlib import Path
+spec = importlib.util.spec_from_file_location('launch', sys.argv[1])
+launch = sys.modules['launch'] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(launch)
+launch.run_local_cluster(Path(sys.argv[2]), 1, args=[sys.argv[3]], timeout=300)
+"""
+
+# A worker that starts a child of its own, says so in a file, then blocks.
+BLOCKED = """
+import os, subprocess, sys, time
+import mxnet as mx
+kv = mx.kv.create('dist_sync')
+child = subprocess.Popen(['sleep', '300'])
+with open(sys.argv[1] + '.tmp', 'w') as f:
+    f.write(f'{os.getpid()} {child.pid}')
+os.rename(sys.argv[1] + '.tmp', sys.argv[1])
+time.sleep(300)
 """
 
 
@@ -155,3 +203,124 @@ def test_launcher_imports_the_standard_library_only():
     imported |= {node.module for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module}
     assert imported and all(m.split(".")[0] in sys.stdlib_module_names for m in imported)
+
+
+def test_server_that_dies_ends_the_job(cluster):
+    with pytest.raises(launch.ClusterError) as info:
+        cluster(KILL_SERVER, 1, timeout=60)
+    err = info.value
+    assert type(err) is launch.ClusterError
+    assert err.failed.role == "server" and err.failed.returncode == -9
+    assert f"server 0 (pid {err.failed.pid}) was killed by signal 9 (SIGKILL)" in str(err)
+    assert f"killing server {err.failed.pid}" in err.result.workers[0].stdout
+
+
+def _children(pid: int) -> list[int]:
+    """The PIDs whose parent is ``pid``, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError):
+            if entry.name.isdigit() and int(
+                    (entry / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+def test_children_end_when_the_launcher_is_killed(tmp_path):
+    (tmp_path / "launcher.py").write_text(LAUNCHER)
+    (tmp_path / "worker.py").write_text(BLOCKED)
+    ready, log = tmp_path / "ready", tmp_path / "launcher.log"
+    with open(log, "wb") as out:
+        launcher = subprocess.Popen(
+            [sys.executable, str(tmp_path / "launcher.py"), launch.__file__,
+             str(tmp_path / "worker.py"), str(ready)], stdout=out, stderr=subprocess.STDOUT)
+    started = []
+    try:
+        deadline = time.monotonic() + 120
+        while not ready.exists():
+            assert launcher.poll() is None, f"launcher ended early:\n{log.read_text()}"
+            assert time.monotonic() < deadline, f"worker never got ready:\n{log.read_text()}"
+            time.sleep(0.1)
+        worker, grandchild = map(int, ready.read_text().split())
+        started = _children(launcher.pid)  # the scheduler, the server and the worker
+        assert len(started) == 3 and worker in started
+        assert launch.running(started, groups=True) == sorted(started) + [grandchild]
+        launcher.kill()
+        launcher.wait()
+        killed = time.perf_counter()
+        while launch.running(started, groups=True) and time.perf_counter() - killed < 5:
+            time.sleep(0.01)
+        waited = time.perf_counter() - killed
+        print(f"children gone {waited:.3f} s after the launcher was killed")
+        assert launch.running(started, groups=True) == [], f"left after {waited:.1f} s"
+    finally:  # whatever happened, end every process this test started
+        if launcher.poll() is None:
+            launcher.kill()
+            launcher.wait()
+        for pid in launch.running(started, groups=True):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
+BAD = [  # keyword arguments, error type, words the message must hold
+    ({"num_workers": 0}, ValueError, "num_workers must be at least 1"),
+    ({"num_workers": -1}, ValueError, "num_workers must be at least 1"),
+    ({"num_workers": 2.5}, TypeError, "num_workers must be an int"),
+    ({"num_workers": "2"}, TypeError, "num_workers must be an int"),
+    ({"num_workers": True}, TypeError, "num_workers must be an int"),
+    ({"num_servers": 0}, ValueError, "num_servers must be at least 1"),
+    ({"num_servers": -1}, ValueError, "num_servers must be at least 1"),
+    ({"num_servers": 2.5}, TypeError, "num_servers must be an int"),
+    ({"num_servers": "2"}, TypeError, "num_servers must be an int"),
+    ({"num_servers": True}, TypeError, "num_servers must be an int"),
+    ({"timeout": 0}, ValueError, "timeout must be a positive, finite number of seconds"),
+    ({"timeout": -1}, ValueError, "timeout must be a positive, finite number of seconds"),
+    ({"timeout": math.nan}, ValueError, "timeout must be a positive, finite number of seconds"),
+    ({"timeout": math.inf}, ValueError, "timeout must be a positive, finite number of seconds"),
+    ({"timeout": "60"}, TypeError, "timeout must be a number of seconds"),
+    ({"timeout": None}, TypeError, "timeout must be a number of seconds"),
+    ({"port": 0}, ValueError, "port must be from 1 to 65535"),
+    ({"port": 70000}, ValueError, "port must be from 1 to 65535"),
+    ({"port": -1}, ValueError, "port must be from 1 to 65535"),
+    ({"port": "9091"}, TypeError, "port must be an int from 1 to 65535"),
+    ({"port": 9091.0}, TypeError, "port must be an int from 1 to 65535"),
+    ({"port": True}, TypeError, "port must be an int from 1 to 65535"),
+    ({"env": {"OMP_NUM_THREADS": 1}}, TypeError, "env['OMP_NUM_THREADS'] must be a str"),
+    ({"env": {"X": None}}, TypeError, "env['X'] must be a str"),
+    ({"env": {1: "x"}}, TypeError, "env has the key 1"),
+    ({"env": {"A=B": "x"}}, ValueError, "env has the key 'A=B'"),
+    ({"env": ["OMP_NUM_THREADS=1"]}, TypeError, "env must be a mapping"),
+    ({"args": "gives up"}, TypeError, "args must be a list or tuple"),
+    ({"args": 5}, TypeError, "args must be a list or tuple"),
+    ({"args": (a for a in "xy")}, TypeError, "args must be a list or tuple"),
+    ({"program": 42}, TypeError, "program must be a pathlib.Path"),
+    ({"program": b"print(1)"}, TypeError, "program must be a pathlib.Path"),
+    ({"program": None}, TypeError, "program must be a pathlib.Path"),
+    ({"program": Path("no-such-dir/train.py")}, FileNotFoundError, "does not exist"),
+    ({"program": Path(__file__).parent}, IsADirectoryError, "is a directory"),
+    ({"ps_verbose": 3}, ValueError, "ps_verbose must be 0 (quiet), 1"),
+    ({"ps_verbose": -1}, ValueError, "ps_verbose must be 0 (quiet), 1"),
+    ({"ps_verbose": "2"}, TypeError, "ps_verbose must be 0 (quiet), 1"),
+    ({"ps_verbose": 1.0}, TypeError, "ps_verbose must be 0 (quiet), 1"),
+    ({"pick_port": 9091}, TypeError, "pick_port must be a function"),
+    ({"pick_port": lambda: "9091"}, TypeError, "port returned by pick_port"),
+    ({"pick_port": lambda: 0}, ValueError, "port returned by pick_port"),
+]
+
+
+def _id(kwargs: dict) -> str:
+    ((name, value),) = kwargs.items()
+    shown = type(value).__name__ if callable(value) or hasattr(value, "__next__") else repr(value)
+    return f"{name}={shown}"[:40]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "words"), BAD, ids=[_id(kw) for kw, _, _ in BAD])
+def test_bad_input_is_refused_with_a_clear_error(cluster, kwargs, error, words):
+    kwargs = {"program": "pass", **kwargs}
+    with pytest.raises(error) as info:
+        cluster(**kwargs)
+    assert type(info.value) is error
+    assert words in str(info.value)
+    name = next(iter(kwargs.keys() - {"program"}), "program")
+    assert name in str(info.value)  # the message names the argument
+    assert cluster.started == []  # refused before starting anything

@@ -13,6 +13,11 @@ process that failed, as soon as any process exits with an error, or when ``timeo
 Every process runs in its own session (process group); on the way out each group is sent
 ``SIGTERM``, then ``SIGKILL``, so nothing is left running.
 
+The launcher may also die itself, for instance killed with ``SIGKILL``, before it can stop
+anything. Every process therefore watches a pipe whose write end only the launcher holds; when
+the launcher dies, the operating system closes that end, and each process kills its own process
+group at once.
+
 This module uses the standard library only: it starts MXNet in other processes and never imports
 it. The worker programs of the book are in :mod:`mgpu.dist`.
 """
@@ -23,6 +28,9 @@ import ast
 import contextlib
 import functools
 import json
+import math
+import numbers
+import operator
 import os
 import signal
 import socket
@@ -30,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,11 +63,27 @@ _PORT_ATTEMPTS = 3
 _RESERVED = {"DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_SERVER",
              "DMLC_NUM_WORKER", "DMLC_NODE_HOST"}
 
+# Every process of the cluster runs this first. Its first argument is the read end of a pipe
+# whose write end only the launcher holds. The read returns b"" (end of file) once that end is
+# closed: by the launcher after the job, or by the kernel when the launcher dies, even by SIGKILL.
+# The thread then kills the process's whole group, so nothing outlives the launcher.
+_GUARD = r"""
+import os, signal, sys, threading
+def _guard(fd):
+    while os.read(fd, 64):
+        pass
+    os.killpg(os.getpgrp(), signal.SIGKILL)
+threading.Thread(target=_guard, args=(int(sys.argv.pop(1)),), daemon=True).start()
+"""
+
+# The scheduler and the servers: importing mxnet runs the node's loop until the job is over.
+_SERVICE = _GUARD + "import mxnet\n"
+
 # Every worker program runs inside this wrapper. An uncaught exception ends the process at once
 # with os._exit: a normal interpreter exit would destroy the KVStore, whose destructor waits in a
 # barrier for the other workers, which themselves wait for the failed one, forever.
-_BOOT = r"""
-import os, sys, traceback
+_BOOT = _GUARD + r"""
+import traceback
 kind, target = sys.argv[1], sys.argv[2]
 def _leave(code):
     sys.stdout.flush(); sys.stderr.flush(); os._exit(code)
@@ -234,12 +258,37 @@ def running(pids: Sequence[int], groups: bool = False) -> list[int]:
     return sorted(alive, key=lambda p: (p not in wanted, p))
 
 
-def _worker_command(program, args) -> list[str]:
+@dataclass(frozen=True)
+class _Job:
+    """What every attempt of one :func:`run_local_cluster` call starts."""
+
+    argv: list[str]  # what _BOOT runs on every worker
+    num_workers: int
+    num_servers: int
+    timeout: float
+    env: dict[str, str]  # the caller's additions to every process's environment
+    ps_verbose: int
+
+    def env_for(self, role: str, port: int) -> dict[str, str]:
+        e = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "PS_"))}
+        e["PYTHONUNBUFFERED"] = "1"
+        e.update(cluster_env(role, port, self.num_workers, self.num_servers, self.ps_verbose))
+        e.update(self.env)
+        return e
+
+
+def _worker_argv(program, args) -> list[str]:
+    """The arguments of :data:`_BOOT` that run ``program`` with ``args``."""
     if isinstance(program, os.PathLike):
         path = Path(program)
+        if path.is_dir():
+            raise IsADirectoryError(f"program: {path} is a directory, not a script; pass the "
+                                    "path of the Python file the workers should run")
         if not path.is_file():
-            raise FileNotFoundError(f"worker script {path} does not exist")
-        return [sys.executable, "-c", _BOOT, "script", str(path), *map(str, args)]
+            raise FileNotFoundError(f"program: the worker script {path} does not exist (looked "
+                                    f"for {path.resolve()}); pass the path of an existing "
+                                    "Python file")
+        return ["script", str(path), *map(str, args)]
     if isinstance(program, str):
         one_line = program.strip()
         if one_line.endswith(".py") and "\n" not in one_line and " " not in one_line:
@@ -247,7 +296,7 @@ def _worker_command(program, args) -> list[str]:
                 f"{program!r} looks like a file name, but a str is run as Python code; "
                 f"pass pathlib.Path({program!r}) to run a script"
             )
-        return [sys.executable, "-c", _BOOT, "code", program, *map(str, args)]
+        return ["code", program, *map(str, args)]
     if callable(program):
         kwargs: dict = {}
         if isinstance(program, functools.partial):
@@ -267,39 +316,100 @@ def _worker_command(program, args) -> list[str]:
         if not literal:
             raise ValueError(f"arguments for {name} must be Python literals, got {call}")
         code = f"from {module} import {name}\n_args, _kwargs = {call}\n{name}(*_args, **_kwargs)\n"
-        return [sys.executable, "-c", _BOOT, "code", code]
+        return ["code", code]
     raise TypeError(f"program must be a pathlib.Path, Python code (str) or a function, "
-                    f"not {type(program).__name__}")
+                    f"not {_kind(program)}; pass e.g. pathlib.Path('train.py')")
 
 
-@dataclass(frozen=True)
-class _Job:
-    """What every attempt of one :func:`run_local_cluster` call starts."""
+def _kind(value: object) -> str:
+    """How an error message shows a value it rejects: its type and its repr."""
+    return f"{type(value).__name__} {value!r}"
 
-    cmd: list[str]  # the worker's command line
-    num_workers: int
-    num_servers: int
-    timeout: float
-    env: dict[str, str]  # the caller's additions to every process's environment
-    ps_verbose: int
 
-    def env_for(self, role: str, port: int) -> dict[str, str]:
-        e = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "PS_"))}
-        e["PYTHONUNBUFFERED"] = "1"
-        e.update(cluster_env(role, port, self.num_workers, self.num_servers, self.ps_verbose))
-        e.update(self.env)
-        return e
+def _is_int(value: object) -> bool:
+    return not isinstance(value, bool) and hasattr(type(value), "__index__")
+
+
+def _count(name: str, value: object, what: str, example: int) -> int:
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an int (the number of {what}), not {_kind(value)}; "
+                        f"pass e.g. {name}={example}")
+    if operator.index(value) < 1:
+        raise ValueError(f"{name} must be at least 1 (the number of {what}), not {value!r}; "
+                         f"pass e.g. {name}={example}")
+    return operator.index(value)
+
+
+def _port_number(value: object, name: str, fix: str) -> int:
+    if not _is_int(value):
+        raise TypeError(f"{name} must be an int from 1 to 65535, not {_kind(value)}; {fix}")
+    if not 1 <= operator.index(value) <= 65535:
+        raise ValueError(f"{name} must be from 1 to 65535, not {value!r}; {fix}")
+    return operator.index(value)
+
+
+def _environment(env: object) -> dict[str, str]:
+    if env is None:
+        return {}
+    if not isinstance(env, Mapping):
+        raise TypeError("env must be a mapping of variable names to str values, such as "
+                        f"{{'OMP_NUM_THREADS': '1'}}, not {_kind(env)}")
+    for key, value in env.items():
+        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
+            raise (ValueError if isinstance(key, str) else TypeError)(
+                f"env has the key {key!r}, which is not an environment variable name; use "
+                "non-empty str keys without '=', such as 'OMP_NUM_THREADS'")
+        if not isinstance(value, str):
+            fix = (f"pass {{{key!r}: {str(value)!r}}}" if isinstance(value, numbers.Number)
+                   and not isinstance(value, bool) else "pass a str, or leave the key out")
+            raise TypeError(f"env[{key!r}] must be a str, not {_kind(value)}: environment "
+                            f"variables hold text; {fix}")
+        if "\0" in value:
+            raise ValueError(f"env[{key!r}] contains a NUL character, which an environment "
+                             "variable cannot hold")
+    clash = sorted(_RESERVED & set(env))
+    if clash:
+        raise ValueError(f"env must not set {', '.join(clash)}: these are set by the launcher "
+                         "for every process (from num_workers, num_servers and port); remove "
+                         "them from env")
+    return dict(env)
+
+
+def _job(program, num_workers, num_servers, args, timeout, env, ps_verbose) -> _Job:
+    """The checked arguments of :func:`run_local_cluster`; clear errors for bad ones."""
+    num_workers = _count("num_workers", num_workers, "worker processes", 2)
+    num_servers = _count("num_servers", num_servers, "server processes", 1)
+    if isinstance(args, (str, bytes, bytearray)) or not isinstance(args, Sequence):
+        fix = (f"pass args=[{args!r}] for a single argument" if isinstance(args, (str, bytes))
+               or not isinstance(args, Iterable) else "pass args=list(...) to collect them")
+        raise TypeError(f"args must be a list or tuple of the program's arguments, not "
+                        f"{_kind(args)}; {fix}")
+    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
+        raise TypeError(f"timeout must be a number of seconds (int or float), not "
+                        f"{_kind(timeout)}; pass e.g. timeout=120")
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"timeout must be a positive, finite number of seconds, not "
+                         f"{timeout!r}: a job whose node died waits forever, so the launcher "
+                         "needs a limit; pass e.g. timeout=120")
+    if not _is_int(ps_verbose) or operator.index(ps_verbose) not in (0, 1, 2):
+        raise (ValueError if _is_int(ps_verbose) else TypeError)(
+            f"ps_verbose must be 0 (quiet), 1 (log the nodes as they connect) or 2 (log every "
+            f"message), not {_kind(ps_verbose)}")
+    return _Job(_worker_argv(program, args), num_workers, num_servers, float(timeout),
+                _environment(env), operator.index(ps_verbose))
 
 
 class _Proc:
-    def __init__(self, role, index, cmd, env, workdir):
+    def __init__(self, role, index, code, argv, env, workdir, guard_fd):
         self.role, self.index = role, index
         self.out_path = workdir / f"{role}{index}.out"
         self.err_path = workdir / f"{role}{index}.err"
+        cmd = [sys.executable, "-c", code, str(guard_fd), *argv]
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             self.start = time.perf_counter()
             self.popen = subprocess.Popen(cmd, env=env, stdout=out, stderr=err,
-                                          stdin=subprocess.DEVNULL, start_new_session=True)
+                                          stdin=subprocess.DEVNULL, start_new_session=True,
+                                          pass_fds=(guard_fd,))
         self.end = None
 
     def poll(self):
@@ -406,26 +516,35 @@ def _timeout_message(result: ClusterResult, timeout: float) -> str:
             f"died or the workers ran unequal numbers of batches.{tails}")
 
 
+def _start(procs: list[_Proc], job: _Job, port: int, workdir: Path, guard_fd: int) -> None:
+    """Start the scheduler, the servers and the workers, adding each to ``procs`` at once."""
+    try:
+        for role, count, code, argv in (("scheduler", 1, _SERVICE, []),
+                                        ("server", job.num_servers, _SERVICE, []),
+                                        ("worker", job.num_workers, _BOOT, job.argv)):
+            for i in range(count):
+                procs.append(_Proc(role, i, code, argv, job.env_for(role, port), workdir,
+                                   guard_fd))
+    finally:
+        os.close(guard_fd)  # only the children read the pipe (see _GUARD)
+
+
 def _launch_once(job: _Job, port: int) -> ClusterResult:
     """Run the job once with its scheduler on ``port``; raise :class:`ClusterError` if it fails."""
-    service = [sys.executable, "-c", "import mxnet"]  # importing mxnet runs the node's loop
     ending: _Failed | _Deadline | None = None
     with tempfile.TemporaryDirectory(prefix="mgpu-cluster-") as tmp:
-        workdir = Path(tmp)
         procs: list[_Proc] = []
-        start = time.perf_counter()
+        begin = time.perf_counter()
+        guard_fd, launcher_fd = os.pipe()  # neither end is inherited unless passed
         try:
-            procs.append(_Proc("scheduler", 0, service, job.env_for("scheduler", port), workdir))
-            procs += [_Proc("server", i, service, job.env_for("server", port), workdir)
-                      for i in range(job.num_servers)]
-            procs += [_Proc("worker", i, job.cmd, job.env_for("worker", port), workdir)
-                      for i in range(job.num_workers)]
-            _watch(procs, start + job.timeout)
+            _start(procs, job, port, Path(tmp), guard_fd)
+            _watch(procs, begin + job.timeout)
         except (_Failed, _Deadline) as e:
             ending = e
         finally:
             _stop(procs)
-        elapsed = time.perf_counter() - start
+            os.close(launcher_fd)  # any process still alive now kills its own group
+        elapsed = time.perf_counter() - begin
         results = [p.result() for p in procs]
     result = ClusterResult(workers=[r for r in results if r.role == "worker"],
                            servers=[r for r in results if r.role == "server"],
@@ -478,29 +597,29 @@ def run_local_cluster(
     ``pick_port`` is what picks the port when ``port`` is not given: a function without
     arguments, called once per attempt (by default :func:`free_port`).
 
+    Bad arguments raise ``TypeError`` or ``ValueError`` (a missing script ``FileNotFoundError``)
+    with a message that names the argument and says how to fix it, before any process starts.
+
     >>> code = "import mxnet as mx; kv = mx.kv.create('dist_sync'); print(kv.num_workers)"
     >>> r = run_local_cluster(code, num_workers=1)
     >>> r.workers[0].returncode, r.workers[0].stdout, running(r.pids)
     (0, '1\\n', [])
     """
-    if num_workers < 1 or num_servers < 1:
-        raise ValueError("a cluster needs at least one worker and one server")
-    if timeout <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout}")
-    env = dict(env or {})
-    clash = sorted(_RESERVED & set(env))
-    if clash:
-        raise ValueError(f"{', '.join(clash)} are set by the launcher; do not pass them in env")
-    job = _Job(_worker_command(program, args), num_workers, num_servers, timeout, env,
-               ps_verbose)
+    job = _job(program, num_workers, num_servers, args, timeout, env, ps_verbose)
+    if not callable(pick_port):
+        raise TypeError(f"pick_port must be a function without arguments that returns a free "
+                        f"port, such as mgpu.launch.free_port, not {_kind(pick_port)}")
     if port is not None:
+        port = _port_number(port, "port", "pass e.g. port=9091, or leave port out to let the "
+                            "launcher pick a free one")
         if not _port_is_free(port):
             raise PortInUseError(f"port {port} on {LOOPBACK} is already in use; pass another "
                                  "port, or none to let the launcher pick a free one")
         return _launch_once(job, port)
     tried: list[int] = []
     for _ in range(_PORT_ATTEMPTS):
-        use = pick_port()
+        use = _port_number(pick_port(), "the port returned by pick_port",
+                           "pick_port must return a free TCP port, as free_port does")
         try:
             result = _launch_once(job, use)
         except PortInUseError as err:
