@@ -13,7 +13,9 @@ One module per concept; every public name is also available as ``mgpu.<name>``:
 - :mod:`mgpu.hetero`: a co-tenant job that makes one device slower.
 - :mod:`mgpu.checks`: checks of user input, with errors that say what to fix.
 - :mod:`mgpu.budget`: how much training the hardware affords (full runs on GPUs, less on CPUs).
-- :mod:`mgpu.dist`: a local MXNet parameter-server cluster and the book's worker programs.
+- :mod:`mgpu.launch`: a local MXNet parameter-server cluster (several "machines" on one host),
+  with the standard library only.
+- :mod:`mgpu.dist`: the book's worker programs for such a cluster.
 - :mod:`mgpu.plot`: training curves and bar charts (imported on first use: needs matplotlib).
 """
 
@@ -49,7 +51,9 @@ from mgpu.devices import (
     try_all_gpus,
     try_gpu,
 )
-from mgpu.dist import (
+from mgpu.dist import params_checksum, push_pull_demo, train_demo
+from mgpu.hetero import CoTenant
+from mgpu.launch import (
     ClusterError,
     ClusterResult,
     ClusterTimeout,
@@ -57,13 +61,9 @@ from mgpu.dist import (
     ProcessResult,
     cluster_env,
     free_port,
-    params_checksum,
-    push_pull_demo,
     run_local_cluster,
     running,
-    train_demo,
 )
-from mgpu.hetero import CoTenant
 from mgpu.models import LENET_SHAPES, LeNet, lenet_forward, lenet_params, resnet18_28
 from mgpu.parallel import SplitError, get_params, split_and_load, split_sizes
 from mgpu.step import Step, forward_backward, gluon_step, scratch_step, sgd
