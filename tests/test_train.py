@@ -85,3 +85,32 @@ def test_evaluate_accuracy_is_data_parallel(cpus, small_data):
     net.collect_params().reset_ctx(cpus(1))
     acc1 = mgpu.evaluate_accuracy(net, small_data.test_images, small_data.test_labels, cpus(1))
     assert acc1 == pytest.approx(acc3)
+
+
+@pytest.mark.parametrize("reduction", [dict(allreduce=True),
+                                       dict(allreduce=False, kvstore="device")])
+def test_batchnorm_statistics_identical_on_all_devices_after_train(cpus, small_data, reduction):
+    """Running means and variances have no gradient: train averages them across devices."""
+    net = mgpu.resnet18_28(width=4)
+    mgpu.train(net, small_data, cpus(2), num_epochs=1, batch_size=128, lr=0.05,
+               verbose=False, progress=False, **reduction)
+    stats = [p for name, p in net.collect_params().items() if name.endswith(("mean", "var"))]
+    assert len(stats) == 40  # 20 BatchNorm layers
+    for p in net.collect_params().values():  # every parameter, statistics included
+        _same_on_all_devices([[d] for d in p.list_data()])
+
+
+def test_without_averaging_the_statistics_differ(cpus, small_data):
+    """The check above can fail: two steps on different shards leave different statistics."""
+    net = mgpu.resnet18_28(width=4)
+    net.initialize(mx.init.Xavier(), ctx=cpus(2))
+    trainer = mx.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.05},
+                               kvstore="device")
+    step = mgpu.gluon_step(net, trainer, cpus(2), allreduce=False)
+    X = small_data.train_images[:64].astype(np.float32) / 255
+    for _ in range(2):
+        step(X, small_data.train_labels[:64])
+    mean = net[1].running_mean
+    assert not np.array_equal(mean.data(mx.cpu(0)).asnumpy(), mean.data(mx.cpu(1)).asnumpy())
+    assert mgpu.average_running_statistics(net) == 40
+    np.testing.assert_array_equal(mean.data(mx.cpu(0)).asnumpy(), mean.data(mx.cpu(1)).asnumpy())

@@ -16,6 +16,7 @@ One module per concept; every public name is also available as ``mgpu.<name>``:
 - :mod:`mgpu.launch`: a local MXNet parameter-server cluster (several "machines" on one host),
   with the standard library only.
 - :mod:`mgpu.dist`: the book's worker programs for such a cluster.
+- :mod:`mgpu.book`: how the chapters tie their sentences to the measurements.
 - :mod:`mgpu.plot`: training curves and bar charts (imported on first use: needs matplotlib).
 """
 
@@ -29,6 +30,7 @@ from mgpu.allreduce import (
     allreduce_many,
     allreduce_scatter_gather,
 )
+from mgpu.book import ClaimError, glue, pick, require
 from mgpu.budget import Budget, budget
 from mgpu.checks import check_devices, check_labels, positive_int, positive_number
 from mgpu.data import (
@@ -66,7 +68,14 @@ from mgpu.launch import (
 )
 from mgpu.models import LENET_SHAPES, LeNet, lenet_forward, lenet_params, resnet18_28
 from mgpu.parallel import SplitError, get_params, split_and_load, split_sizes
-from mgpu.step import Step, forward_backward, gluon_step, scratch_step, sgd
+from mgpu.step import (
+    Step,
+    average_running_statistics,
+    forward_backward,
+    gluon_step,
+    scratch_step,
+    sgd,
+)
 from mgpu.timing import Benchmark, device_speeds, step_time
 from mgpu.train import (
     KVSTORES,
@@ -86,6 +95,7 @@ __all__ = [
     "LENET_SHAPES",
     "SMALL_TENSOR",
     "Benchmark",
+    "ClaimError",
     "Budget",
     "ClusterError",
     "ClusterResult",
@@ -105,6 +115,7 @@ __all__ = [
     "allreduce",
     "allreduce_many",
     "allreduce_scatter_gather",
+    "average_running_statistics",
     "budget",
     "check_devices",
     "check_labels",
@@ -117,6 +128,7 @@ __all__ = [
     "forward_backward",
     "free_port",
     "get_params",
+    "glue",
     "gluon_step",
     "hardware_summary",
     "iter_batches",
@@ -126,10 +138,12 @@ __all__ = [
     "num_gpus",
     "params_checksum",
     "parse_devices",
+    "pick",
     "positive_int",
     "positive_number",
     "push_pull_demo",
     "read_idx",
+    "require",
     "resnet18_28",
     "run_local_cluster",
     "running",

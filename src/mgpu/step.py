@@ -14,10 +14,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from mgpu._mx import mx
-from mgpu.allreduce import FusedAllreduce
+from mgpu.allreduce import FusedAllreduce, allreduce_many
 from mgpu.parallel import split_and_load
 
-__all__ = ["Step", "forward_backward", "gluon_step", "scratch_step", "sgd"]
+__all__ = ["Step", "average_running_statistics", "forward_backward", "gluon_step",
+           "scratch_step", "sgd"]
 
 nd = mx.nd
 autograd = mx.autograd
@@ -165,3 +166,30 @@ def gluon_step(
         return losses, outputs, labels
 
     return step
+
+
+def average_running_statistics(net: gluon.Block) -> int:
+    """Average BatchNorm's running means and variances across devices, in place; return how many.
+
+    They have no gradient, so neither an allreduce of the gradients nor a KVStore touches them:
+    each device's copy follows the statistics of its own shards, and the copies drift apart.
+    Evaluating then scores each device's slice of the test batch with different statistics.
+    Averaging them (with :func:`~mgpu.allreduce.allreduce_many`, then dividing by the number of
+    devices) makes every copy of the model identical again.
+
+    >>> devs = [mx.cpu(0), mx.cpu(1)]
+    >>> bn = mx.gluon.nn.BatchNorm(in_channels=3); bn.initialize(ctx=devs)
+    >>> for i, d in enumerate(devs):
+    ...     bn.running_mean.data(d)[:] = i
+    >>> average_running_statistics(bn), bn.running_mean.data(devs[1]).asnumpy().tolist()
+    (2, [0.5, 0.5, 0.5])
+    """
+    stats = [p.list_data() for name, p in net.collect_params().items()
+             if name.endswith(("running_mean", "running_var"))]
+    if not stats or len(stats[0]) < 2:
+        return 0
+    allreduce_many(stats)
+    for copies in stats:
+        for a in copies:
+            a /= len(copies)
+    return len(stats)

@@ -21,7 +21,7 @@ from mgpu.checks import check_devices, check_labels, positive_int, positive_numb
 from mgpu.data import Dataset, iter_batches
 from mgpu.models import lenet_forward, lenet_params
 from mgpu.parallel import get_params, split_and_load, split_sizes
-from mgpu.step import Step, gluon_step, scratch_step
+from mgpu.step import Step, average_running_statistics, gluon_step, scratch_step
 
 __all__ = ["KVSTORES", "History", "NonFiniteLossError", "evaluate_accuracy", "train",
            "worker_shard"]
@@ -358,6 +358,8 @@ def train(
                                                   -(-len(labels) // local_batch), epoch + 1, lr)
         hist.loss.append(loss / seen)
         hist.train_acc.append(correct / seen)
+        if device_params is None:  # a Gluon block: one set of BatchNorm statistics everywhere
+            average_running_statistics(net)
         hist.test_acc.append(evaluate_accuracy(net, data.test_images, data.test_labels, devices,
                                                eval_batch_size, device_params))
         hist.epoch_time.append(elapsed)
