@@ -21,7 +21,11 @@ extensions = [
     "sphinx.ext.napoleon",
     "sphinx_copybutton",
     "sphinx-mathjax-offline",  # MathJax served from _static: the book works offline
+    "sphinxcontrib.bibtex",  # references.bib: every literature number cites its source
 ]
+bibtex_bibfiles = ["references.bib"]
+bibtex_default_style = "plain"
+bibtex_reference_style = "author_year"
 source_suffix = {".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "_root", "_templates", "jupyter_execute", "**.ipynb_checkpoints",
                     "locales", "README.md"]

@@ -172,6 +172,14 @@ OTHER_CASES = [
      mgpu.DataError, r"subset=2\.5 must be a whole number of examples"),
     ("a zero test subset", lambda: mgpu.load_fashion_mnist(test_subset=0),
      mgpu.DataError, r"test_subset=0 is out of range"),
+    ("an unknown model for a fresh process", lambda: mgpu.train_fresh("vgg", 1, {}),
+     ValueError, r"model='vgg' is not one of lenet_forward, LeNet, resnet18_28"),
+    ("a number in a fresh process's environment",
+     lambda: mgpu.train_fresh("LeNet", 1, {"MXNET_OMP_MAX_THREADS": 2}),
+     TypeError, r"env values must be str"),
+    ("training that fails in the fresh process",
+     lambda: mgpu.train_fresh("LeNet", 1, {}, subset=64, test_subset=16, lr=-1.0),
+     RuntimeError, r"failed \(exit code 1\): ValueError: lr must be a positive finite number"),
 ]
 
 

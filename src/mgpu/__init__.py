@@ -10,6 +10,7 @@ One module per concept; every public name is also available as ``mgpu.<name>``:
 - :mod:`mgpu.step`: one data-parallel training step, for from-scratch and Gluon models.
 - :mod:`mgpu.train`: the training loop, evaluation and each worker's data shard.
 - :mod:`mgpu.timing`: timing asynchronous work; step times and device speeds.
+- :mod:`mgpu.fresh`: training in a fresh process, for settings MXNet reads once at start-up.
 - :mod:`mgpu.hetero`: a co-tenant job that makes one device slower.
 - :mod:`mgpu.checks`: checks of user input, with errors that say what to fix.
 - :mod:`mgpu.budget`: how much training the hardware affords (full runs on GPUs, less on CPUs).
@@ -54,6 +55,7 @@ from mgpu.devices import (
     try_gpu,
 )
 from mgpu.dist import params_checksum, push_pull_demo, train_demo
+from mgpu.fresh import MODELS, train_fresh
 from mgpu.hetero import CoTenant
 from mgpu.launch import (
     ClusterError,
@@ -93,6 +95,7 @@ __all__ = [
     "KVSTORES",
     "NUM_CLASSES",
     "LENET_SHAPES",
+    "MODELS",
     "SMALL_TENSOR",
     "Benchmark",
     "ClaimError",
@@ -154,6 +157,7 @@ __all__ = [
     "step_time",
     "train",
     "train_demo",
+    "train_fresh",
     "try_all_gpus",
     "try_gpu",
     "worker_shard",
