@@ -8,8 +8,8 @@ A sentence that states an outcome is only as good as its check. Two kinds of che
   sentences the page shows, in English and in Chinese, so a noisy machine changes the words,
   never the build's result.
 
-The numbers themselves reach the prose with :func:`glue` (MyST-NB's ``glue``, also in Chinese).
-The Chinese edition's catalogs refer to the ``*_zh`` keys that :func:`pick` glues.
+The numbers themselves reach the prose with :func:`glue` (MyST-NB's ``glue``). The Chinese
+edition's catalogs refer to the ``*_zh`` keys that :func:`pick` glues.
 """
 
 from __future__ import annotations
@@ -38,7 +38,13 @@ def require(holds: bool, claim: str, found: object = None) -> None:
 
 
 def glue(key: str, value: object) -> object:
-    """Glue ``value`` for ``{glue:text}`key``` in the page (silently outside a notebook build)."""
+    """Glue ``value`` under ``key`` for the page's glue roles (nothing outside a notebook build).
+
+    In the page, refer to it with MyST-NB's ``glue:text`` role and the document-qualified key
+    ``<page>.md::key:<format>``: that form resolves in the Chinese edition too, whose translated
+    paragraphs are parsed again without the notebook's glue data (myst-nb 1.4); strings need the
+    format ``s``.
+    """
     try:
         from myst_nb import glue as myst_glue
     except ImportError:  # plain Python or a notebook without MyST-NB: nothing to glue into
