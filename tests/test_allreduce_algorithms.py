@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 import mgpu
-from mgpu.allreduce import SMALL_TENSOR, FusedAllreduce, allreduce_many, allreduce_scatter_gather
+from mgpu.allreduce import (
+    SMALL_TENSOR,
+    FusedAllreduce,
+    allreduce_many,
+    allreduce_scatter_gather,
+    ring_allreduce,
+)
 
 mx = mgpu.mx
 
@@ -174,3 +180,29 @@ def test_scratch_training_step_uses_the_fused_allreduce(cpus):
     for i in range(len(params[0])):
         for other in params[1:]:
             np.testing.assert_array_equal(params[0][i].asnumpy(), other[i].asnumpy())
+
+
+@pytest.mark.parametrize("k", [2, 3, 4])
+@pytest.mark.parametrize("shape", [s for s in SHAPES if int(np.prod(s)) >= 4])
+def test_ring_allreduce_equals_numpy_sum_and_talks_to_neighbours_only(cpus, k, shape):
+    values, arrays = _arrays(shape, cpus(k), seed=k)
+    keep = list(arrays)
+    traffic = ring_allreduce(arrays)
+    _assert_summed(keep, values, cpus(k))
+    assert traffic.links == {(i, (i + 1) % k) for i in range(k)}
+    nbytes = int(np.prod(shape)) * 4
+    # every device sends 2(k-1) chunks of about n/k elements: 2(k-1)/k of the tensor
+    for sent in traffic.sent:
+        assert abs(sent - 2 * (k - 1) / k * nbytes) <= 2 * (k - 1) * 4
+    assert sum(traffic.sent) == sum(traffic.received)
+
+
+def test_ring_allreduce_bytes_are_exact_when_chunks_are_equal(cpus):
+    arrays = [mx.nd.ones((4, 300), ctx=d) for d in cpus(4)]
+    traffic = ring_allreduce(arrays)
+    assert traffic.per_device(1200 * 4) == [1.5] * 4  # 2 (k-1) / k with k = 4
+
+
+def test_ring_allreduce_refuses_tensors_smaller_than_the_ring(cpus):
+    with pytest.raises(ValueError, match=r"ring_allreduce: a tensor of 2 elements cannot be cut"):
+        ring_allreduce([mx.nd.ones((2,), ctx=d) for d in cpus(3)])

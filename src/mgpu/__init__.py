@@ -27,9 +27,11 @@ from mgpu._mx import mx  # noqa: F401  (fails early with install advice)
 from mgpu.allreduce import (
     SMALL_TENSOR,
     FusedAllreduce,
+    Traffic,
     allreduce,
     allreduce_many,
     allreduce_scatter_gather,
+    ring_allreduce,
 )
 from mgpu.book import ClaimError, glue, pick, require
 from mgpu.budget import Budget, budget
@@ -115,6 +117,7 @@ __all__ = [
     "ProcessResult",
     "SplitError",
     "Step",
+    "Traffic",
     "allreduce",
     "allreduce_many",
     "allreduce_scatter_gather",
@@ -148,6 +151,7 @@ __all__ = [
     "read_idx",
     "require",
     "resnet18_28",
+    "ring_allreduce",
     "run_local_cluster",
     "running",
     "scratch_step",

@@ -6,6 +6,8 @@ Three algorithms, from the simplest to the one ``mgpu.train`` uses:
   chapter's version).
 - :func:`allreduce_scatter_gather`: reduce-scatter then all-gather, so that every device sums
   ``1/k`` of each tensor.
+- :func:`ring_allreduce`: the same two phases over a ring, each device talking only to its
+  neighbour, with a count of the bytes every device sends.
 - :class:`FusedAllreduce`: all of a model's gradients at once, the small ones packed into one
   buffer, each tensor summed on its own "owner" device. It checks its arrays and allocates its
   buffers once, when it is created, and is then called once per training step.
@@ -17,7 +19,7 @@ Three algorithms, from the simplest to the one ``mgpu.train`` uses:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -26,9 +28,11 @@ from mgpu._mx import mx
 __all__ = [
     "SMALL_TENSOR",
     "FusedAllreduce",
+    "Traffic",
     "allreduce",
     "allreduce_many",
     "allreduce_scatter_gather",
+    "ring_allreduce",
 ]
 
 NDArray = mx.nd.NDArray
@@ -163,6 +167,77 @@ def allreduce_scatter_gather(arrays: Sequence[NDArray]) -> None:
     for i, total in enumerate(sums):
         for j in range(k):
             total.copyto(flat[j][b[i] : b[i + 1]])
+
+
+@dataclass
+class Traffic:
+    """What each device sent during :func:`ring_allreduce`: bytes, and to which devices."""
+
+    sent: list[int]  #: bytes sent by device ``i``
+    received: list[int]  #: bytes received by device ``i``
+    links: set[tuple[int, int]] = field(default_factory=set)  #: (sender, receiver) pairs used
+
+    def per_device(self, nbytes: int) -> list[float]:
+        """Bytes sent by each device as a multiple of the tensor's size ``nbytes``.
+
+        >>> Traffic([6, 6], [6, 6]).per_device(6)
+        [1.0, 1.0]
+        """
+        return [s / nbytes for s in self.sent]
+
+
+def ring_allreduce(arrays: Sequence[NDArray]) -> Traffic:
+    """Ring allreduce: ``k-1`` steps of reduce-scatter, then ``k-1`` steps of all-gather.
+
+    The devices form a ring; at every step device ``i`` sends one chunk (``1/k`` of the tensor) to
+    device ``i+1`` only. Reduce-scatter: at step ``s`` device ``i`` sends chunk ``i-s`` (mod
+    ``k``), which its neighbour adds to its own copy; after ``k-1`` steps device ``i`` holds the
+    full sum of chunk ``i+1``. All-gather: the summed chunks travel once more around the ring,
+    overwriting the stale ones. Every device sends ``2(k-1)/k`` of the tensor, whatever ``k``,
+    and the returned :class:`Traffic` counts it. The sum is written in place.
+
+    >>> a = [mx.nd.arange(6, ctx=mx.cpu(i)) * (i + 1) for i in range(3)]
+    >>> traffic = ring_allreduce(a)
+    >>> a[2].asnumpy().tolist()
+    [0.0, 6.0, 12.0, 18.0, 24.0, 30.0]
+    >>> [round(x, 3) for x in traffic.per_device(6 * 4)], sorted(traffic.links)
+    ([1.333, 1.333, 1.333], [(0, 1), (1, 2), (2, 0)])
+    """
+    _check_tensors([arrays], "ring_allreduce", single=True)
+    k, n = len(arrays), arrays[0].size
+    traffic = Traffic([0] * k, [0] * k)
+    if k == 1:
+        return traffic
+    if n < k:
+        raise ValueError(f"ring_allreduce: a tensor of {n} elements cannot be cut into one chunk "
+                         f"per device ({k} devices); use allreduce for tensors this small")
+    itemsize = np.dtype(arrays[0].dtype).itemsize
+    flat = [a.reshape((-1,)) for a in arrays]  # views: writing into them writes into `arrays`
+    b = _chunk_bounds(n, k)
+
+    def chunk(i: int, c: int) -> NDArray:
+        return flat[i][b[c] : b[c + 1]]
+
+    for phase in ("reduce-scatter", "all-gather"):
+        for s in range(k - 1):
+            # Every device sends first, then every device applies what it received: the
+            # chunk a device sends at this step is never the one it receives.
+            sends = [(i, (i - s + (phase == "all-gather")) % k) for i in range(k)]
+            inbox = []
+            for i, c in sends:
+                dst = (i + 1) % k
+                inbox.append((dst, c, chunk(i, c).copyto(arrays[dst].context)))
+                size = (b[c + 1] - b[c]) * itemsize
+                traffic.sent[i] += size
+                traffic.received[dst] += size
+                traffic.links.add((i, dst))
+            for dst, c, received in inbox:
+                if phase == "reduce-scatter":
+                    mine = chunk(dst, c)
+                    mine += received
+                else:
+                    received.copyto(chunk(dst, c))
+    return traffic
 
 
 @dataclass
