@@ -80,7 +80,7 @@ from mgpu.step import (
     scratch_step,
     sgd,
 )
-from mgpu.timing import Benchmark, device_speeds, step_time
+from mgpu.timing import Benchmark, EngineEvent, device_speeds, engine_timeline, step_time
 from mgpu.train import (
     KVSTORES,
     History,
@@ -109,6 +109,7 @@ __all__ = [
     "DataError",
     "Dataset",
     "DeviceError",
+    "EngineEvent",
     "FusedAllreduce",
     "History",
     "LeNet",
@@ -129,6 +130,7 @@ __all__ = [
     "data_dirs",
     "device_speeds",
     "devices",
+    "engine_timeline",
     "evaluate_accuracy",
     "find_data_dir",
     "forward_backward",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["plot_bars", "plot_history"]
+__all__ = ["plot_bars", "plot_history", "plot_timeline"]
 
 
 def _show_in_notebooks() -> None:
@@ -81,6 +81,41 @@ def plot_bars(names: Sequence[str], values: Sequence[float], ylabel: str = "seco
     ax.set_ylabel(ylabel)
     ax.margins(y=0.15)
     ax.grid(axis="y", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    return fig
+
+
+def plot_timeline(events: Sequence, title: str = "", xlabel: str = "milliseconds",
+                  row_label: str = "cpu({})"):
+    """One row per device's engine queue, one bar per operator (from
+    :func:`mgpu.timing.engine_timeline`): what ran in parallel, and where the copies ran.
+
+    >>> from mgpu.timing import EngineEvent
+    >>> fig = plot_timeline([EngineEvent("dot", 0, 1, 0.0, 2.0),
+    ...                      EngineEvent("CopyCPU2CPU", 1, 2, 1.0, 1.5)])
+    >>> len(fig.axes[0].patches)
+    2
+    """
+    import matplotlib as mpl
+    from matplotlib.patches import Patch
+
+    devices = sorted({e.device for e in events})
+    names = sorted({e.name for e in events})
+    colors = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
+    color = {n: colors[i % len(colors)] for i, n in enumerate(names)}
+    fig = _figure(9, 0.7 * len(devices) + 1.4)
+    ax = fig.subplots()
+    for e in events:
+        row = devices.index(e.device)
+        ax.barh(row, max(e.end_ms - e.start_ms, 1e-3), left=e.start_ms, height=0.6,
+                color=color[e.name], edgecolor="black", linewidth=0.3)
+    ax.set_yticks(range(len(devices)), [row_label.format(d) for d in devices])
+    ax.invert_yaxis()
+    ax.set_xlabel(xlabel)
+    handles = [Patch(color=color[n], label=n) for n in names]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    ax.grid(axis="x", alpha=0.3)
     if title:
         ax.set_title(title)
     return fig

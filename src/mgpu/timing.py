@@ -1,16 +1,21 @@
-"""Timing asynchronous MXNet work honestly: a timer that waits, and step and device speeds."""
+"""Timing asynchronous MXNet work honestly: a timer that waits, step and device speeds, and the
+engine's own timeline of which operator ran when, on which device's queue."""
 
 from __future__ import annotations
 
+import json
+import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from mgpu._mx import mx
 from mgpu.step import forward_backward
 
-__all__ = ["Benchmark", "device_speeds", "step_time"]
+__all__ = ["Benchmark", "EngineEvent", "device_speeds", "engine_timeline", "step_time"]
 
 
 class Benchmark:
@@ -95,3 +100,52 @@ def device_speeds(
     2
     """
     return [len(y) / step_time(net, [d], X, y, None, extra_work, repeats) for d in devices]
+
+
+@dataclass(frozen=True)
+class EngineEvent:
+    """One operator as MXNet's profiler saw it: on which device's queue it ran, and when."""
+
+    name: str  #: the operator, e.g. ``"dot"`` or ``"CopyCPU2CPU"``
+    device: int  #: the device id, recorded by the profiler as its process id (``cpu(1)`` -> 1)
+    thread: int  #: the engine worker thread that ran it
+    start_ms: float  #: milliseconds after the first event
+    end_ms: float
+
+
+def engine_timeline(work: Callable[[], object]) -> list[EngineEvent]:
+    """Run ``work()`` under MXNet's profiler and return every operator it ran, in start order.
+
+    The profiler records each operator with the device whose engine queue ran it, so a timeline
+    shows what ran in parallel and where copies ran. Only one profile runs at a time per process.
+
+    >>> a = [mx.nd.ones((64, 64), ctx=mx.cpu(i)) for i in range(2)]
+    >>> events = engine_timeline(lambda: [mx.nd.dot(x, x) for x in a])
+    >>> sorted({(e.name, e.device) for e in events if e.name == "dot"})
+    [('dot', 0), ('dot', 1)]
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "profile.json"
+        mx.nd.waitall()
+        mx.profiler.set_config(profile_all=True, aggregate_stats=False, filename=str(path))
+        mx.profiler.set_state("run")
+        try:
+            work()
+            mx.nd.waitall()
+        finally:
+            mx.profiler.set_state("stop")
+            mx.profiler.dump()
+        trace = json.loads(path.read_text())["traceEvents"]
+    begun: dict[tuple, list[float]] = {}
+    spans = []
+    for e in trace:
+        key = (e.get("name"), e.get("pid"), e.get("tid"))
+        if e.get("ph") == "B":
+            begun.setdefault(key, []).append(e["ts"])
+        elif e.get("ph") == "E" and begun.get(key):
+            spans.append((begun[key].pop(), e["ts"], key))
+    if not spans:
+        return []
+    t0 = min(start for start, _, _ in spans)
+    return sorted((EngineEvent(name, int(pid), int(tid), (a - t0) / 1e3, (b - t0) / 1e3)
+                   for a, b, (name, pid, tid) in spans), key=lambda ev: ev.start_ms)
