@@ -14,6 +14,8 @@ One module per concept:
 
 from __future__ import annotations
 
+import importlib.metadata
+
 from mgpu._mx import mx  # noqa: F401  (fails early with install advice)
 from mgpu.budget import Budget, budget
 from mgpu.data import DataError, Dataset, iter_batches, load_fashion_mnist
@@ -30,7 +32,7 @@ from mgpu.parallel import (
 )
 from mgpu.train import History, evaluate_accuracy, train, train_batch
 
-__version__ = "0.1.0"
+__version__ = importlib.metadata.version("mgpu")
 
 __all__ = [
     "Budget",
