@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
-import gzip
 import os
-import struct
 
 import numpy as np
 import pytest
 
 import mgpu
+from helpers import write_idx
 from mgpu.data import DataError, find_data_dir
-
-# The browser tests need the built site and Chromium: `nox -s browser` runs them.
-collect_ignore_glob = [] if os.environ.get("MGPU_BROWSER_TESTS") == "1" else ["browser/*"]
 
 
 @pytest.fixture(autouse=True)
@@ -41,17 +37,6 @@ def real_data_dir():
 @pytest.fixture(scope="session")
 def small_data(real_data_dir):
     return mgpu.load_fashion_mnist(subset=3072, test_subset=1000, data_dir=real_data_dir)
-
-
-def write_idx(path, array: np.ndarray, gz: bool = True) -> None:
-    """Write ``array`` (uint8) as an IDX file, as the official files are written."""
-    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
-    raw = header + array.astype(np.uint8).tobytes()
-    if gz:
-        with gzip.open(path, "wb") as f:
-            f.write(raw)
-    else:
-        path.write_bytes(raw)
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 import mgpu
+from helpers import write_idx
 from mgpu.data import DataError, find_data_dir, read_idx
-from tests.conftest import write_idx
 
 
 def test_real_fashion_mnist(real_data_dir):

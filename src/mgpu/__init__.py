@@ -23,6 +23,8 @@ One module per concept; every public name is also available as ``mgpu.<name>``:
 
 from __future__ import annotations
 
+import importlib.metadata
+
 from mgpu._mx import mx  # noqa: F401  (fails early with install advice)
 from mgpu.allreduce import (
     SMALL_TENSOR,
@@ -90,7 +92,7 @@ from mgpu.train import (
     worker_shard,
 )
 
-__version__ = "0.1.0"
+__version__ = importlib.metadata.version("mgpu")
 
 __all__ = [
     "FILES",

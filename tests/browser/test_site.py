@@ -6,6 +6,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.browser  # deselected by default; `nox -s browser` runs -m browser
+
 DOCS = Path(__file__).parents[2] / "docs"
 SHOTS = DOCS / "_build" / "screenshots"
 LANGS = ("en", "zh_CN")

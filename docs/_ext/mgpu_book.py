@@ -1,0 +1,183 @@
+"""Sphinx extension of the mgpu book: everything ``conf.py`` used to do besides settings.
+
+- **Execution cache.** MyST-NB's cache keys each page on its code only, but the outputs also
+  depend on the ``mgpu`` package (every page) and on data files (``mgpu_page_data``). On
+  ``config-inited``, in builds that use the cache (``nb_execution_mode = "cache"``; the gettext
+  build runs with ``off`` and leaves the cache alone), a changed package clears the cache and a
+  changed data file drops its page's cached execution. Both editions share the cache, so the
+  first build after a change executes and the second reuses.
+- **Re-reading.** A changed package re-reads every page (the config value ``mgpu_package_hash``
+  rebuilds the environment); a page re-reads when one of its data files changes (a Sphinx
+  dependency of that page).
+- **Notebook downloads.** Each executed page offers its notebook, with outputs, for download.
+- **Per-language settings** (``mgpu_per_language``), and the Chinese search's stemmer on the
+  Sphinx versions whose JavaScript search asks for a ``ChineseStemmer`` that does not exist.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any
+
+import sphinx
+from sphinx.application import Sphinx
+from sphinx.config import Config
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+
+# --- what executed pages depend on besides their code ---------------------------------------
+def _digest(files: list[Path], root: Path | None = None) -> str:
+    """SHA-256 of the files' contents (and of their names relative to ``root``, if given)."""
+    h = hashlib.sha256()
+    for f in files:
+        if root is not None:
+            h.update(f.relative_to(root).as_posix().encode())
+        h.update(f.read_bytes() if f.is_file() else b"<missing>")
+    return h.hexdigest()
+
+
+def _package_hash(config: Config) -> str:
+    package = Path(config.mgpu_package_dir)
+    if not package.is_dir():
+        return ""
+    return _digest(sorted(package.rglob("*.py")), root=package)
+
+
+def _resolve_paths(app: Sphinx, config: Config) -> None:
+    """Make the paths of ``mgpu_package_dir`` and ``mgpu_page_data`` absolute (from confdir)."""
+    confdir = Path(app.confdir)
+    if config.mgpu_package_dir:
+        config.mgpu_package_dir = str((confdir / config.mgpu_package_dir).resolve())
+    config.mgpu_page_data = {
+        page: [str((confdir / f).resolve()) for f in files]
+        for page, files in config.mgpu_page_data.items()
+    }
+    config.mgpu_package_hash = _package_hash(config)
+
+
+def _stamp_differs(stamp: Path, digest: str) -> bool:
+    return not (stamp.is_file() and stamp.read_text() == digest)
+
+
+def _write_stamp(stamp: Path, digest: str) -> None:
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(digest)
+
+
+def _invalidate_cache(app: Sphinx, config: Config) -> None:
+    """Drop cached executions whose outputs are stale although their code did not change.
+
+    The stamps (digests of what the outputs were computed from) live beside the cache, which
+    both editions share: the first build after a change drops the cached executions (and
+    executes the pages again), the next build reuses them.
+    """
+    if config.nb_execution_mode != "cache":  # e.g. gettext with nb_execution_mode=off
+        return
+    from jupyter_cache import get_cache
+
+    # Resolved as MyST-NB resolves it.
+    cache_dir = Path(config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache")
+    cache_dir = cache_dir.resolve()
+    stamp = cache_dir.parent / "mgpu-source.sha256"
+    if _stamp_differs(stamp, config.mgpu_package_hash):
+        if cache_dir.exists():
+            logger.info("mgpu_book: mgpu changed since the last build: clearing %s", cache_dir)
+            get_cache(str(cache_dir)).clear_cache()
+        _write_stamp(stamp, config.mgpu_package_hash)
+    srcdir = Path(app.srcdir).resolve()
+    for page, files in config.mgpu_page_data.items():
+        digest = _digest([Path(f) for f in files])
+        stamp = cache_dir.parent / f"data-{page}.sha256"
+        if not _stamp_differs(stamp, digest):
+            continue
+        if cache_dir.exists():
+            cache = get_cache(str(cache_dir))
+            for record in cache.list_cache_records():
+                if Path(record.uri).resolve().with_suffix("") == srcdir / page:
+                    logger.info("mgpu_book: data of %r changed: dropping its cached execution",
+                                page)
+                    cache.remove_cache(record.pk)
+        _write_stamp(stamp, digest)
+
+
+def _note_data_dependencies(app: Sphinx, docname: str, source: list[str]) -> None:
+    """A page re-reads (and, once its cached execution is gone, re-executes) with its data."""
+    for f in app.config.mgpu_page_data.get(docname, ()):
+        app.env.note_dependency(f, docname=docname)
+
+
+# --- each executed page offers its notebook (.ipynb, with outputs) for download --------------
+def _notebook_for(app: Sphinx, pagename: str) -> Path:
+    # MyST-NB writes the executed notebooks to <outdir>/../jupyter_execute/.
+    return Path(app.outdir).parent / "jupyter_execute" / f"{pagename}.ipynb"
+
+
+def _offer_notebook(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any],
+                    doctree: Any) -> None:
+    if _notebook_for(app, pagename).is_file():
+        context["ipynb_source"] = f"{pagename}.ipynb"
+
+
+def _copy_notebooks(app: Sphinx, exception: Exception | None) -> None:
+    if exception is not None or app.builder.format != "html":
+        return
+    for pagename in app.env.found_docs:
+        nb = _notebook_for(app, pagename)
+        if nb.is_file():
+            target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(nb, target)
+
+
+# --- languages -------------------------------------------------------------------------------
+def _per_language(app: Sphinx, config: Config) -> None:
+    """Apply ``mgpu_per_language[language]`` (or of its base language, ``zh`` for ``zh_CN``)."""
+    language = config.language or "en"
+    overrides = config.mgpu_per_language.get(language)
+    if overrides is None:
+        overrides = config.mgpu_per_language.get(language.split("_")[0], {})
+    for name, value in overrides.items():
+        config[name] = value
+
+
+# Sphinx 9.0 moved the Chinese search to Snowball's english-stemmer.js (sphinx-doc/sphinx#13574)
+# but language_data.js still names the stemmer class after the language, ``ChineseStemmer``,
+# which does not exist: the search page throws a ReferenceError and finds nothing (issue
+# sphinx-doc/sphinx#14229). Fixed upstream by deriving the class name from the stemmer's file
+# name, sphinx-doc/sphinx#14416, listed in CHANGES.rst under Sphinx 9.1.1 (the first release
+# with the fix; 9.1 needs Python 3.12+). Sphinx 8 and older ship a porter stemmer for Chinese.
+CHINESE_STEMMER_BROKEN = (9, 0, 0) <= sphinx.version_info[:3] < (9, 1, 1)
+
+
+def _fix_chinese_search(app: Sphinx, config: Config) -> None:
+    search_language = config.html_search_language or config.language or ""
+    if not (CHINESE_STEMMER_BROKEN and search_language.startswith("zh")):
+        return
+    from sphinx.search.zh import SearchChinese  # imports jieba: only in Chinese builds
+
+    class SearchChineseEnglishStemmer(SearchChinese):
+        """Chinese search whose JavaScript names the stemmer english-stemmer.js defines."""
+
+        language_name = "English"  # language_data.js: window.Stemmer = EnglishStemmer;
+
+    app.add_search_language(SearchChineseEnglishStemmer)
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value("mgpu_package_dir", "", "env", types=(str,))
+    app.add_config_value("mgpu_page_data", {}, "env", types=(dict,))
+    app.add_config_value("mgpu_per_language", {}, "env", types=(dict,))
+    # Computed from mgpu_package_dir on config-inited; a new value re-reads every page.
+    app.add_config_value("mgpu_package_hash", "", "env", types=(str,))
+    app.connect("config-inited", _resolve_paths, priority=400)
+    app.connect("config-inited", _invalidate_cache)
+    app.connect("config-inited", _per_language)
+    app.connect("config-inited", _fix_chinese_search)  # after _per_language
+    app.connect("source-read", _note_data_dependencies)
+    app.connect("html-page-context", _offer_notebook, priority=400)  # before the theme's buttons
+    app.connect("build-finished", _copy_notebooks)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
