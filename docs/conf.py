@@ -49,7 +49,7 @@ nb_render_markdown_format = "myst"  # tables printed with IPython.display.Markdo
 # What the executed pages depend on besides their own code (MyST-NB's cache keys on the code
 # only): the package, for every page, and data files, per page. See _ext/mgpu_book.py.
 mgpu_package_dir = "../src/mgpu"
-mgpu_page_data = {"performance": ["../bench/results.json"]}
+mgpu_page_data = {page: ["../bench/results.json"] for page in ("performance", "maintainers")}
 
 # --- warnings are errors (-W -n in nox); what cannot be resolved offline is listed here ------
 nitpicky = True
