@@ -12,9 +12,9 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from bench.common import cpus, figure, interleave, log, median, ratio
 
 import mgpu
+from bench.common import cpus, figure, interleave, log, median, ratio
 from mgpu import mx
 
 nd = mx.nd

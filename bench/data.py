@@ -5,9 +5,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from bench.common import BATCH, figure, interleave, ratio
-
 import mgpu
+from bench.common import BATCH, figure, interleave, ratio
 from mgpu import mx
 
 nd, gluon = mx.nd, mx.gluon

@@ -10,10 +10,9 @@ from __future__ import annotations
 import statistics
 import time
 
+import mgpu
 from bench import common
 from bench.common import BATCH, LR, figure, interleave, ratio
-
-import mgpu
 from mgpu import mx
 
 nd, gluon, autograd = mx.nd, mx.gluon, mx.autograd

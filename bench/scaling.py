@@ -15,10 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import mgpu
 from bench import common
 from bench.common import BATCH, LR, figure, interleave, ratio
-
-import mgpu
 
 RESNET_WIDTH = 16
 DEVICES = (1, 2, 4)
