@@ -23,13 +23,17 @@ ALGORITHMS = {
     "seeds": "mgpu.allreduce per tensor: sum on the first device, copy the sum back (the "
              "seeds' reduce-then-broadcast)",
     "scatter_gather": "mgpu.allreduce_scatter_gather per tensor",
+    "ring": "mgpu.ring_allreduce per tensor: k-1 neighbour steps of reduce-scatter, then k-1 of "
+            "all-gather",
     "fused_small0": "mgpu.FusedAllreduce(grads, small=0): no tensor packed",
     "fused": "mgpu.FusedAllreduce(grads)",
     "kvstore_local": "mx.kv.create('local'): one pushpull of every key",
     "kvstore_device": "mx.kv.create('device'): one pushpull of every key",
+    "numpy": "the memory-bandwidth reference: NumPy in one address space reads the k copies of "
+             "every gradient, sums them and writes the sum into all k (no MXNet, no devices)",
 }
 #: The book's own algorithms besides the seeds': the best of them is held to KVStore 'local'.
-FROM_SCRATCH = ("scatter_gather", "fused_small0", "fused")
+FROM_SCRATCH = ("scatter_gather", "ring", "fused_small0", "fused")
 
 
 def gradient_shapes() -> tuple[list[tuple[int, ...]], int]:
@@ -55,7 +59,19 @@ def op_overhead_us(reps: int = 3, n: int = 500) -> float:
     return median(times)
 
 
-def algorithms(grads) -> dict:
+def numpy_sum(copies: list[list[np.ndarray]]):
+    """The same sum in one address space: ``copies[t][i]`` is tensor ``t``'s copy ``i``."""
+    def run():
+        for arrays in copies:
+            total = np.add(arrays[0], arrays[1])
+            for a in arrays[2:]:
+                total += a
+            for a in arrays:
+                np.copyto(a, total)
+    return run
+
+
+def algorithms(grads, copies) -> dict:
     """One callable per algorithm, made once: each sums ``grads`` over the devices in place."""
     keys = list(range(len(grads)))
     kvstores = {}
@@ -66,9 +82,11 @@ def algorithms(grads) -> dict:
     return {
         "seeds": lambda: [mgpu.allreduce(g) for g in grads],
         "scatter_gather": lambda: [mgpu.allreduce_scatter_gather(g) for g in grads],
+        "ring": lambda: [mgpu.ring_allreduce(g) for g in grads],
         "fused_small0": mgpu.FusedAllreduce(grads, small=0),
         "fused": mgpu.FusedAllreduce(grads),
         **kvstores,
+        "numpy": numpy_sum(copies),
     }
 
 
@@ -87,13 +105,15 @@ def on_devices(k: int, shapes, rounds: int) -> dict:
                 a.copyto(b)
         nd.waitall()
 
-    algos = algorithms(grads)
+    copies = [[v.copy() for v in vs] for vs in values]
+    algos = algorithms(grads, copies)
     for name, reduce in algos.items():  # once, checked: a fast wrong answer is no answer
         restore()
         reduce()
-        for g, e in zip(grads, expected):
+        for g, e in zip(copies if name == "numpy" else grads, expected):
             for a in g:
-                np.testing.assert_allclose(a.asnumpy(), e, rtol=1e-4, atol=1e-4,
+                got = a if isinstance(a, np.ndarray) else a.asnumpy()
+                np.testing.assert_allclose(got, e, rtol=1e-4, atol=1e-4,
                                            err_msg=f"{name} on {k} devices")
 
     def timed(reduce):
@@ -112,7 +132,11 @@ def on_devices(k: int, shapes, rounds: int) -> dict:
                "python_push_ms": figure([p for _, p in s], "ms",
                                         what="time until the call returned (work queued)"),
                "ratio_to_local": ratio(total[n], total["kvstore_local"],
-                                       "ratio (per round, to KVStore 'local' in the same round)")}
+                                       "ratio (per round, to KVStore 'local' in the same round)"),
+               "ratio_to_numpy": ratio(total[n], total["numpy"],
+                                       "ratio (per round, to the NumPy sum in the same round)"),
+               "ratio_to_device": ratio(total[n], total["kvstore_device"],
+                                        "ratio (per round, to KVStore 'device' in the same round)")}
            for n, s in samples.items()}
     best = min(FROM_SCRATCH, key=lambda n: out[n]["ratio_to_local"]["median"])
     log(f"  allreduce on {k} devices: " + ", ".join(

@@ -30,10 +30,17 @@ SCALING_MODELS = {"lenet": "LeNet", "resnet18_w16": "ResNet-18 width 16"}
 
 TARGETS = [
     Target("overhead", "mgpu.train / plain Gluon loop, images/s (LeNet, 2 CPU devices)", ">=",
-           0.97, "overhead.ratio_to_plain.train_allreduce.median"),
+           1.0, "overhead.ratio_to_plain.train_allreduce.median"),
     *[Target(f"allreduce_{k}",
              f"best from-scratch allreduce / KVStore 'local', time ({k} CPU devices)", "<=",
              1.0, f"allreduce.{k}_devices.best_from_scratch.ratio_to_local") for k in (2, 4)],
+    *[Target(f"fused_vs_numpy_{k}",
+             f"FusedAllreduce / the NumPy sum in one address space, time ({k} CPU devices)",
+             "<=", bound, f"allreduce.{k}_devices.algorithms.fused.ratio_to_numpy.median")
+      for k, bound in ((2, 1.5), (4, 2.0))],
+    *[Target(f"fused_vs_device_{k}",
+             f"FusedAllreduce / KVStore 'device', time ({k} CPU devices)", "<=", 1.0,
+             f"allreduce.{k}_devices.algorithms.fused.ratio_to_device.median") for k in (2, 4)],
     *[Target(f"{part}_{model}", f"{label}: images/s on 2 CPU devices / on 1 ({how})", ">=",
              0.9, f"{part}.{model}.speedup_vs_1_device.2.median")
       for part, how in SCALING_RUNS.items() for model, label in SCALING_MODELS.items()],
