@@ -42,6 +42,8 @@ def main(argv=None) -> int:
     parser.add_argument("--temp-copy", type=int, default=TEMP_COPY, metavar="N",
                         help="MXNET_CPU_TEMP_COPY for the scaling_temp_copy part "
                              f"(default {TEMP_COPY}, MXNet's own)")
+    parser.add_argument("--no-fair-baseline", action="store_true",
+                        help="scaling: skip one device using every core (a fresh process)")
     parser.add_argument("--docs-times", type=Path, metavar="FILE",
                         help="a JSON file with the book's build seconds, copied in")
     args = parser.parse_args(argv)
@@ -60,7 +62,8 @@ def main(argv=None) -> int:
     cfg = common.SETTINGS[mode]
     args.out_dir.mkdir(parents=True, exist_ok=True)
 
-    funcs = {"data": data.run, "overhead": overhead.run, "scaling": scaling.run,
+    funcs = {"data": data.run, "overhead": overhead.run,
+             "scaling": lambda c: scaling.run(c, fair=not args.no_fair_baseline),
              "scaling_temp_copy": lambda _: scaling.run_temp_copy(mode, args.temp_copy),
              "allreduce": allreduce.run}
     started = time.perf_counter()
