@@ -69,6 +69,9 @@ TRAIN_CASES = [
     ("empty training set", lambda d: mgpu.train(mgpu.LeNet(), changed(
         d, train_images=d.train_images[:0], train_labels=d.train_labels[:0]), TWO, **QUIET),
      ValueError, r"data has no training examples"),
+    ("fewer examples than devices", lambda d: mgpu.train(mgpu.LeNet(), changed(
+        d, train_images=d.train_images[:1], train_labels=d.train_labels[:1]), TWO, **QUIET),
+     ValueError, r"1 training examples cannot fill one batch on 2 devices"),
     ("images and labels of different lengths", lambda d: mgpu.train(
         mgpu.LeNet(), changed(d, train_labels=d.train_labels[:-1]), TWO, **QUIET),
      ValueError, r"data\.train_images has 512 examples but data\.train_labels has 511"),
