@@ -98,11 +98,11 @@ def sphinx(session: nox.Session, language: str, outdir: Path, *extra: str) -> No
 def update_catalogs(session: nox.Session) -> None:
     """Extract the English messages (.pot) and merge them into the Chinese catalogs (.po)."""
     pot = BUILD / "gettext"
-    # Without execution MyST-NB does not know the code cells' language (the kernel reports it),
-    # which only matters for highlighting: not for the messages.
+    # From the execution cache (filled by the English build; executed here if it is empty): the
+    # captions of glued figures exist only when the notebook's glue data does.
     session.run(
-        "sphinx-build", "-b", "gettext", "-q", "-D", "nb_execution_mode=off",
-        "-D", "suppress_warnings=myst-nb.lexer,mystnb.glue_ref", str(DOCS), str(pot),
+        "sphinx-build", "-b", "gettext", "-q", "-D", "nb_execution_mode=cache",
+        str(DOCS), str(pot),
     )
     session.run("sphinx-intl", "update", "-p", str(pot), "-l", "zh_CN", "-d",
                 str(DOCS / "locales"), "-w", "100", silent=True)

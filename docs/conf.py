@@ -36,6 +36,7 @@ exclude_patterns = ["_build", "_root", "_templates", "jupyter_execute", "**.ipyn
                     "locales", "README.md"]
 myst_enable_extensions = ["colon_fence", "dollarmath", "deflist"]
 myst_heading_anchors = 3
+numfig = True  # figures with a :name: are numbered ("Fig. 3"), per page order
 
 # --- execution: once, cached, failing loudly ------------------------------------------------
 nb_execution_mode = "cache"
