@@ -26,8 +26,9 @@ def lenet_params(seed: int = 0, scale: float | None = None) -> list[nd.NDArray]:
     By default ``scale`` is He's ``sqrt(2 / fan_in)`` per layer, which suits ReLU networks and lets
     a few hundred SGD steps reach useful accuracy (a fixed small scale such as 0.01 leaves the
     loss flat at ln 10 for a long time). The numbers come from NumPy with a fixed ``seed``, so
-    they do not depend on the device or on MXNet's per-device random streams; copy them to each
-    device with :func:`mgpu.parallel.get_params`.
+    they depend neither on the device nor on the order in which MXNet's generators were used (all
+    CPU devices share one, each GPU has its own); copy them to each device with
+    :func:`mgpu.parallel.get_params`.
 
     >>> [p.shape for p in lenet_params()][:2]
     [(20, 1, 3, 3), (20,)]
