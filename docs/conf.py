@@ -46,6 +46,9 @@ nb_execution_show_tb = True
 nb_execution_timeout = 1800
 nb_merge_streams = True
 nb_render_markdown_format = "myst"  # tables printed with IPython.display.Markdown render as tables
+# The catalogs hold the page sources' text only, never cell outputs (their numbers change with
+# every run): the gettext builder renders no Markdown output.
+nb_mime_priority_overrides = [("gettext", "text/markdown", None)]
 
 # What the executed pages depend on besides their own code (MyST-NB's cache keys on the code
 # only): the package, for every page, and data files, per page. See _ext/mgpu_book.py.
