@@ -72,10 +72,115 @@ def ensure_data(session: nox.Session) -> None:
         )
 
 
+HOROVOD = "horovod==0.28.1"
+# Horovod built for MXNet with Gloo as its only transport: no MPI, no TensorFlow, no PyTorch.
+HOROVOD_BUILD_ENV = {
+    "HOROVOD_WITH_MXNET": "1", "HOROVOD_WITH_GLOO": "1", "HOROVOD_WITHOUT_MPI": "1",
+    "HOROVOD_WITHOUT_TENSORFLOW": "1", "HOROVOD_WITHOUT_PYTORCH": "1",
+    "HOROVOD_CPU_OPERATIONS": "gloo", "MAKEFLAGS": f"-j{os.cpu_count() or 2}",
+}
+# What the build needs besides the pip extra `horovod` (which brings cmake): tool -> Debian package.
+HOROVOD_TOOLS = {"g++": "g++", "make": "make"}
+
+
+def ensure_horovod(session: nox.Session) -> None:
+    """Build Horovod (MXNet + Gloo) into this session's venv once, or reuse it.
+
+    Skipped when ``import horovod.mxnet`` already works in the venv. Otherwise the wheel is built
+    once per Horovod, MXNet and Python version and kept in ``~/.cache/mgpu/wheels`` (or
+    ``$MGPU_WHEEL_CACHE``), so that the other sessions' venvs install it in seconds. Fails with a
+    message naming the missing tool and its Debian package, or the end of the build log.
+    """
+    import time
+
+    python = str(Path(session.bin) / "python")
+
+    def works() -> bool:  # Horovod's MXNet extension loads, and it has Gloo
+        probe = "import horovod.mxnet as h, sys; sys.exit(not h.gloo_built())"
+        return subprocess.run([python, "-c", probe], capture_output=True).returncode == 0
+
+    if works():
+        session.log(f"{HOROVOD}: already in this venv, not rebuilt")
+        return
+    start = time.perf_counter()
+    session.install("-e", f".[{mxnet_extra()},horovod]")
+    tag = subprocess.run(
+        [python, "-c", "import mxnet, sys, sysconfig; print(f'mxnet-{mxnet.__version__}-py"
+         "{sys.version_info[0]}{sys.version_info[1]}-{sysconfig.get_platform()}')"],
+        capture_output=True, text=True, check=True).stdout.strip()
+    cache = Path(os.environ.get("MGPU_WHEEL_CACHE", Path.home() / ".cache" / "mgpu" / "wheels"))
+    cache = cache / f"{HOROVOD.replace('==', '-')}-{tag}"
+    for wheel in sorted(cache.glob("horovod-*.whl")):
+        session.install("--no-deps", "--force-reinstall", str(wheel))
+        if works():
+            session.log(f"{HOROVOD}: installed the wheel built earlier ({wheel}) in "
+                        f"{time.perf_counter() - start:.0f} s")
+            return
+        wheel.unlink()  # a wheel that does not import is rebuilt
+    missing = [tool for tool in HOROVOD_TOOLS if not shutil.which(tool)]
+    apt = shutil.which("apt-get")
+    if missing and apt and os.geteuid() == 0:
+        packages = [HOROVOD_TOOLS[tool] for tool in missing]
+        session.log(f"building Horovod needs {', '.join(missing)}: apt-get install {packages}")
+        cmd = [apt, "install", "-y", "-q", *packages]
+        if subprocess.run(cmd).returncode != 0:  # a fresh machine needs its package lists
+            subprocess.run([apt, "update", "-q"])
+            subprocess.run(cmd)
+        missing = [tool for tool in HOROVOD_TOOLS if not shutil.which(tool)]
+    if missing:
+        packages = " ".join(HOROVOD_TOOLS[tool] for tool in missing)
+        session.error(f"{HOROVOD} is compiled from source here and needs {', '.join(missing)}, "
+                      f"which is not installed: install it with 'apt-get install {packages}' "
+                      "(Debian), then run this session again")
+    session.log(f"building {HOROVOD} for MXNet with Gloo (a few minutes, once; log in {cache})")
+    cache.mkdir(parents=True, exist_ok=True)
+    log = cache / "build.log"
+    with log.open("w") as out:
+        built = subprocess.run(
+            [python, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-cache-dir",
+             "-w", str(cache), HOROVOD], stdout=out, stderr=subprocess.STDOUT,
+            env={**os.environ, **HOROVOD_BUILD_ENV})
+    wheels = sorted(cache.glob("horovod-*.whl"))
+    if built.returncode != 0 or not wheels:
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-25:])
+        session.error(f"building {HOROVOD} failed (exit code {built.returncode}); the end of "
+                      f"its log ({log}):\n{tail}\nHorovod needs a C++ compiler (Debian: g++), "
+                      "make and CMake 3.13 or newer (installed by the pip extra 'horovod'), "
+                      "and the MXNet wheel's headers")
+    session.install("--no-deps", "--force-reinstall", str(wheels[-1]))
+    if not works():
+        check = subprocess.run([python, "-c", "import horovod.mxnet"], capture_output=True,
+                               text=True)
+        session.error(f"{HOROVOD} was built but 'import horovod.mxnet' fails:\n{check.stderr}")
+    session.log(f"{HOROVOD}: built and installed in {time.perf_counter() - start:.0f} s")
+
+
+def ensure_sshd(session: nox.Session) -> None:
+    """Debian's openssh-server, for tests/test_mxlaunch.py (which starts its own sshd on 127.0.0.1).
+
+    Installed only as root, and only where Debian's policy-rc.d forbids starting services, so that
+    installing the package does not start the system's sshd; elsewhere those tests are skipped.
+    """
+    if Path("/usr/sbin/sshd").is_file():
+        return
+    apt, policy = shutil.which("apt-get"), Path("/usr/sbin/policy-rc.d")
+    if not (apt and os.geteuid() == 0 and policy.is_file()
+            and subprocess.run([str(policy), "ssh", "start"]).returncode == 101):
+        session.log("openssh-server is not installed: the ssh tests of tests/test_mxlaunch.py "
+                    "will be skipped (apt-get install openssh-server)")
+        return
+    cmd = [apt, "install", "-y", "-q", "--no-install-recommends", "openssh-server"]
+    if subprocess.run(cmd).returncode != 0:  # a fresh machine needs its package lists
+        subprocess.run([apt, "update", "-q"])
+        subprocess.run(cmd)
+
+
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
     """Unit tests and doctests (pytest --doctest-modules). Extra arguments go to pytest."""
     install(session, "test")
+    ensure_horovod(session)  # tests/test_horovod.py runs Horovod for real
+    ensure_sshd(session)  # tests/test_mxlaunch.py runs MXNet's launcher over ssh, on 127.0.0.1
     ensure_data(session)
     session.run("pytest", *session.posargs, env={"MGPU_REQUIRE_DATA": "1"})
 
@@ -118,6 +223,7 @@ def docs(session: nox.Session) -> None:
 
     open_it = "--open" in session.posargs
     install(session, "docs")
+    ensure_horovod(session)  # the Horovod chapter runs horovodrun
     ensure_data(session)
     timings = {}
     start = time.perf_counter()

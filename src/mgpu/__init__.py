@@ -61,6 +61,13 @@ from mgpu.devices import (
 from mgpu.dist import params_checksum, push_pull_demo, train_demo
 from mgpu.fresh import MODELS, train_fresh
 from mgpu.hetero import CoTenant
+from mgpu.horovod import (
+    HorovodError,
+    HorovodResult,
+    horovod_available,
+    run_horovod,
+    train_horovod,
+)
 from mgpu.launch import (
     ClusterError,
     ClusterResult,
@@ -114,6 +121,8 @@ __all__ = [
     "EngineEvent",
     "FusedAllreduce",
     "History",
+    "HorovodError",
+    "HorovodResult",
     "LeNet",
     "NonFiniteLossError",
     "PortInUseError",
@@ -141,6 +150,7 @@ __all__ = [
     "glue",
     "gluon_step",
     "hardware_summary",
+    "horovod_available",
     "iter_batches",
     "lenet_forward",
     "lenet_params",
@@ -156,6 +166,7 @@ __all__ = [
     "require",
     "resnet18_28",
     "ring_allreduce",
+    "run_horovod",
     "run_local_cluster",
     "running",
     "scratch_step",
@@ -166,6 +177,7 @@ __all__ = [
     "train",
     "train_demo",
     "train_fresh",
+    "train_horovod",
     "try_all_gpus",
     "try_gpu",
     "worker_shard",

@@ -1,0 +1,61 @@
+"""``python -m mgpu PROGRAM [--name value ...]``: run one of the book's worker programs.
+
+A launcher on several machines (MXNet's ``launch.py``, :mod:`mgpu.mxlaunch`, ``horovodrun``)
+starts the same command line on every host, often through ``ssh``, which joins the arguments
+with spaces and loses any quoting. Code such as ``python -c "import mgpu; ..."`` does not survive
+that; this entry point does: every argument is a plain word. Values are Python literals (``2048``,
+``0.2``, ``"(2, 3)"``) or, failing that, strings; dashes in names become underscores.
+
+Programs: ``train_demo`` and ``push_pull_demo`` (:mod:`mgpu.dist`, for a parameter-server
+cluster), ``hvd_train`` and ``hvd_allreduce`` (:func:`mgpu.horovod.train_demo` and
+:func:`mgpu.horovod.allreduce_demo`, under ``horovodrun``).
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Callable, Sequence
+
+PROGRAMS = {
+    "train_demo": ("mgpu.dist", "train_demo"),
+    "push_pull_demo": ("mgpu.dist", "push_pull_demo"),
+    "hvd_train": ("mgpu.horovod", "train_demo"),
+    "hvd_allreduce": ("mgpu.horovod", "allreduce_demo"),
+}
+
+
+def _value(text: str) -> object:
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError):
+        return text
+
+
+def parse(argv: Sequence[str]) -> tuple[Callable, dict]:
+    """The program and its keyword arguments from a command line.
+
+    >>> fn, kwargs = parse(["hvd_allreduce", "--kill-rank", "1", "--shape", "(2, 3)"])
+    >>> fn.__name__, kwargs
+    ('allreduce_demo', {'kill_rank': 1, 'shape': (2, 3)})
+    """
+    import importlib
+
+    if not argv or argv[0] not in PROGRAMS:
+        raise SystemExit(f"usage: python -m mgpu PROGRAM [--name value ...], PROGRAM one of "
+                         f"{', '.join(PROGRAMS)}" + (f" (not {argv[0]!r})" if argv else ""))
+    module, name = PROGRAMS[argv[0]]
+    rest = list(argv[1:])
+    if len(rest) % 2 or any(not a.startswith("--") for a in rest[::2]):
+        raise SystemExit(f"arguments must come in pairs '--name value', got {rest}")
+    kwargs = {k[2:].replace("-", "_"): _value(v) for k, v in zip(rest[::2], rest[1::2])}
+    return getattr(importlib.import_module(module), name), kwargs
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    fn, kwargs = parse(sys.argv[1:] if argv is None else argv)
+    fn(**kwargs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,363 @@
+"""Training with Horovod: one process per device, gradients summed by a ring allreduce.
+
+Horovod replaces MXNet's parameter server with collective operations between the training
+processes themselves: no scheduler, no server, every rank sends its gradients to its neighbour on
+a ring. ``horovodrun`` starts the ranks (on remote hosts over ``ssh``) and ends the job when one
+of them fails.
+
+- :func:`train_horovod` trains a Gluon block in one rank: :func:`mgpu.train.worker_shard` of the
+  data, Horovod's ``DistributedTrainer`` and rank 0's initial weights broadcast to every rank. As
+  with ``dist_sync``, ``batch_size`` is the *global* batch.
+- :func:`allreduce_demo` and :func:`train_demo` are the book's worker programs: each rank prints
+  one JSON line per result. Run them with ``horovodrun ... python -m mgpu hvd_train`` (see
+  :mod:`mgpu.__main__`) or from Python with :func:`run_horovod`.
+- :func:`run_horovod` runs ``horovodrun`` on loopback in a subprocess, with a time limit, and
+  records every process the job started so that a caller can check none is left running.
+
+Horovod is imported on first use: :func:`train_horovod` and the worker programs need it
+installed (built against MXNet, with Gloo), :func:`run_horovod` needs its ``horovodrun``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from mxnet import gluon
+
+    from mgpu.data import Dataset
+    from mgpu.train import History
+
+# The worker programs allreduce_demo and train_demo are used through this module (mgpu.horovod.*)
+# or `python -m mgpu`: mgpu.train_demo is the parameter-server one.
+__all__ = ["HorovodError", "HorovodResult", "horovod_available", "run_horovod", "train_horovod"]
+
+#: How to get Horovod for this package: it is compiled against the installed MXNet.
+INSTALL_HINT = (
+    "Horovod is not installed in this Python environment (or was built without MXNet). The "
+    "project's sessions build it: `nox -s tests` or `nox -s docs`. By hand, in a venv that has "
+    "mxnet==1.9.1 and numpy<1.24, with g++, make and cmake installed:\n"
+    "    HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 "
+    "HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_CPU_OPERATIONS=gloo \\\n"
+    "    pip install --no-build-isolation horovod==0.28.1"
+)
+
+
+def _hvd():
+    """``horovod.mxnet``, initialised; an ImportError that says how to install it."""
+    try:
+        import horovod.mxnet as hvd
+    except ImportError as err:
+        raise ImportError(f"{INSTALL_HINT}\n(import horovod.mxnet failed: {err})") from err
+    if not hvd.is_initialized():
+        hvd.init()
+    return hvd
+
+
+def horovod_available() -> bool:
+    """Whether ``horovod.mxnet`` imports here (checked in a fresh process, which it initialises).
+
+    Importing Horovod's MXNet module loads its compiled library; the check runs in a subprocess
+    so that the caller's process stays free of it.
+    """
+    probe = subprocess.run([sys.executable, "-c", "import horovod.mxnet"],
+                           capture_output=True)
+    return probe.returncode == 0
+
+
+def _report(**fields) -> None:
+    print(json.dumps(fields), flush=True)
+
+
+def train_horovod(
+    net: gluon.Block,
+    data: Dataset,
+    num_epochs: int = 2,
+    batch_size: int = 256,
+    lr: float = 0.2,
+    *,
+    device=None,
+    optimizer: str = "sgd",
+    seed: int = 0,
+    verbose: bool = True,
+    eval_batch_size: int = 512,
+) -> History:
+    """Train the Gluon block ``net`` in this Horovod rank; return the rank's :class:`History`.
+
+    Every rank of the job calls this with the same arguments. ``batch_size`` is the global
+    batch, as under ``dist_sync``: rank ``r`` of ``k`` trains on :func:`~mgpu.train.worker_shard`
+    of the training data, ``batch_size // k`` examples per step. Each rank initialises the
+    network with its own seed (``seed + rank``); ``hvd.broadcast_parameters`` then gives every
+    rank rank 0's weights, as a parameter server's first pull would. Horovod's
+    ``DistributedTrainer`` sums the gradients of all ranks (an allreduce) and divides by ``k``
+    times the local batch, i.e. by the global batch, before the same SGD update on every rank.
+    ``device`` is this rank's device (default ``mx.cpu()``).
+    """
+    from mgpu._mx import mx
+    from mgpu.checks import positive_int, positive_number
+    from mgpu.data import iter_batches
+    from mgpu.step import gluon_step
+    from mgpu.train import (
+        History,
+        _check_data,
+        _initialise,
+        _num_outputs,
+        _run_epoch,
+        evaluate_accuracy,
+        worker_shard,
+    )
+
+    hvd = _hvd()
+    if not isinstance(net, mx.gluon.Block):
+        raise TypeError(f"train_horovod trains a Gluon block, not {type(net).__name__}: pass "
+                        "e.g. mgpu.LeNet()")
+    num_epochs = positive_int("num_epochs", num_epochs)
+    batch_size = positive_int("batch_size", batch_size)
+    lr = positive_number("lr", lr, "use a learning rate such as 0.1")
+    _check_data(data)
+    rank, size = hvd.rank(), hvd.size()
+    images, labels = worker_shard(data.train_images, data.train_labels, batch_size, size, rank)
+    local_batch = batch_size // size
+    devices = [device if device is not None else mx.cpu()]
+    _initialise(net, devices, seed + rank)  # different on every rank, until the broadcast
+    net.hybridize()
+    _num_outputs(net, images, devices[0], None)  # one forward pass: every shape is known now
+    hvd.broadcast_parameters(net.collect_params(), root_rank=0)
+    trainer = hvd.DistributedTrainer(net.collect_params(), optimizer, {"learning_rate": lr})
+    # trainer.step(local batch): Horovod sums the ranks' gradients and scales by 1 / (k * local).
+    step = gluon_step(net, trainer, devices, allreduce=False)
+    hist = History(devices=[str(d) for d in devices], batch_size=batch_size, lr=lr,
+                   model=type(net).__name__, reduction=f"Horovod allreduce over {size} ranks")
+    for epoch in range(num_epochs):
+        # worker_shard cut the shard to whole batches: every rank runs the same number of steps
+        batches = iter_batches(images, labels, local_batch, shuffle=True, seed=seed + epoch)
+        loss, correct, seen, elapsed = _run_epoch(step, batches, devices, False,
+                                                  len(labels) // local_batch, epoch + 1, lr)
+        hist.loss.append(loss / seen)
+        hist.train_acc.append(correct / seen)
+        hist.test_acc.append(evaluate_accuracy(net, data.test_images, data.test_labels, devices,
+                                               eval_batch_size))
+        hist.epoch_time.append(elapsed)
+        hist.images_per_sec.append(seen / elapsed)
+        if verbose:
+            print(f"rank {rank} of {size}: " + hist.report(epoch + 1, num_epochs), flush=True)
+    return hist
+
+
+def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
+                   kill_rank: int | None = None) -> None:
+    """Worker program: rank ``r`` allreduces ``(r + 1) * ones(shape)`` (a sum), ``rounds`` times.
+
+    With two ranks every rank receives arrays of ``1 + 2 = 3``. With ``kill_rank`` that rank
+    prints the time and kills itself with ``SIGKILL`` before its second round, as a crashed
+    machine would. Prints one JSON line per round (and one for the kill).
+    """
+    from mgpu._mx import mx
+
+    hvd = _hvd()
+    rank = hvd.rank()
+    for step in range(rounds):
+        if step == 1 and rank == kill_rank:
+            _report(rank=rank, event="killing myself", pid=os.getpid(), time=time.time())
+            os.kill(os.getpid(), signal.SIGKILL)
+        summed = hvd.allreduce(mx.nd.ones(tuple(shape)) * (rank + 1), average=False,
+                               name=f"demo{step}")
+        _report(rank=rank, size=hvd.size(), round=step, pid=os.getpid(), sent=rank + 1,
+                received=summed.asnumpy().tolist())
+
+
+def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
+               batch_size: int = 256, lr: float = 0.2, seed: int = 0) -> None:
+    """Worker program: train the Gluon LeNet with :func:`train_horovod`, report as JSON.
+
+    Every rank loads the same ``subset`` of Fashion-MNIST and trains on its own shard; the line
+    it prints has the same fields as :func:`mgpu.dist.train_demo`'s: rank, size, examples per
+    epoch, accuracies, epoch times and a checksum of the final parameters.
+    """
+    from mgpu.data import load_fashion_mnist
+    from mgpu.dist import params_checksum
+    from mgpu.models import LeNet
+
+    hvd = _hvd()
+    data = load_fashion_mnist(subset=subset, test_subset=test_subset, seed=seed)
+    net = LeNet()
+    hist = train_horovod(net, data, num_epochs=num_epochs, batch_size=batch_size, lr=lr,
+                         seed=seed, verbose=False)
+    examples = round(hist.images_per_sec[-1] * hist.epoch_time[-1])  # this rank's, per epoch
+    _report(rank=hvd.rank(), num_workers=hvd.size(), pid=os.getpid(), examples=examples,
+            batch_size=hist.batch_size, test_acc=hist.test_acc[-1],
+            train_acc=hist.train_acc[-1], loss=hist.loss[-1], epoch_time=hist.epoch_time,
+            checksum=params_checksum(net))
+
+
+# --- running horovodrun ------------------------------------------------------------------------
+
+
+class HorovodError(RuntimeError):
+    """``horovodrun`` failed or ran out of time; ``result`` holds what it printed."""
+
+    def __init__(self, message: str, result: HorovodResult):
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class HorovodResult:
+    """What one :func:`run_horovod` job did."""
+
+    command: list[str]  #: the ``horovodrun`` command line
+    returncode: int | None  #: ``horovodrun``'s exit status (``None``: stopped at the timeout)
+    stdout: str
+    stderr: str
+    elapsed: float  #: seconds from the start of ``horovodrun`` to its exit
+    ended: float  #: ``time.time()`` when ``horovodrun`` exited (or was stopped)
+    pids: list[int] = field(default_factory=list)  #: every process of the job that was seen
+    left_running: list[int] = field(default_factory=list)  #: still alive after horovodrun exited
+
+    def reports(self) -> list[dict]:
+        """Every JSON object the ranks printed (``horovodrun`` prefixes lines with ``[rank]``)."""
+        found = []
+        for line in self.stdout.splitlines():
+            line = line.strip()
+            if line.startswith("[") and "]<stdout>:" in line:
+                line = line.split("]<stdout>:", 1)[1].strip()
+            if line.startswith("{"):
+                with contextlib.suppress(ValueError):
+                    found.append(json.loads(line))
+        return found
+
+    def error_line(self) -> str:
+        """The first line of the error ``horovodrun`` reported (empty if it reported none)."""
+        for line in (self.stderr + "\n" + self.stdout).splitlines():
+            text = line.strip()
+            if text.startswith(("RuntimeError:", "horovodrun: error", "ValueError:")):
+                return text
+        return ""
+
+
+def _children() -> dict[int, list[int]]:
+    """Parent PID -> child PIDs, for every live process (from ``/proc``)."""
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] not in ("Z", "X"):
+            tree.setdefault(int(fields[1]), []).append(int(entry.name))
+    return tree
+
+
+def _descendants(root: int) -> set[int]:
+    tree, found, todo = _children(), set(), [root]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def horovodrun_path() -> str:
+    """The ``horovodrun`` beside this Python (its venv), else the one on ``PATH``."""
+    beside = Path(sys.executable).parent / "horovodrun"
+    found = str(beside) if beside.is_file() else shutil.which("horovodrun")
+    if not found:
+        raise ImportError(f"horovodrun not found.\n{INSTALL_HINT}")
+    return found
+
+
+def run_horovod(
+    program: Sequence[str],
+    np: int = 2,
+    hosts: str | None = None,
+    *,
+    timeout: float = 120.0,
+    env: Mapping[str, str] | None = None,
+    check: bool = True,
+    cwd: str | os.PathLike | None = None,
+) -> HorovodResult:
+    """Run ``horovodrun -np NP -H HOSTS --gloo --network-interface lo PROGRAM`` on loopback.
+
+    ``program`` is the command every rank runs, e.g. ``[sys.executable, "-m", "mgpu",
+    "hvd_train"]``; ``hosts`` is horovodrun's ``-H`` (default ``localhost:NP``: every rank on
+    this machine). While the job runs, every process it starts (``horovodrun``'s helpers and the
+    ranks) is recorded in ``pids``; ``left_running`` lists those still alive a few seconds after
+    ``horovodrun`` exited (it should be empty). After ``timeout`` seconds the job is killed.
+    With ``check`` a failed or timed-out job raises :class:`HorovodError`, whose first line says
+    how it ended and whose ``result`` holds the output. Nothing is left running on return.
+    """
+    if isinstance(program, str):
+        raise TypeError("program must be a list of arguments, e.g. [sys.executable, '-m', "
+                        "'mgpu', 'hvd_allreduce'], not a str")
+    command = [horovodrun_path(), "-np", str(int(np)), "-H", hosts or f"localhost:{int(np)}",
+               "--gloo", "--network-interface", "lo", *map(str, program)]
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    seen: set[int] = set()
+    with open(os.devnull, "rb") as devnull, \
+            _tempfile() as out, _tempfile() as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(command, stdin=devnull, stdout=out, stderr=err, env=full_env,
+                                cwd=cwd, start_new_session=True)
+        seen.add(proc.pid)
+        timed_out = False
+        while proc.poll() is None:
+            seen |= _descendants(proc.pid)
+            if time.perf_counter() - start > timeout:
+                timed_out = True
+                _kill(seen)
+                proc.wait()
+                break
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - start
+        ended = time.time()
+        # What horovodrun leaves behind: give the ranks a moment to exit, then record the rest.
+        from mgpu.launch import running
+
+        grace = time.perf_counter() + 5.0
+        while running(sorted(seen)) and time.perf_counter() < grace:
+            time.sleep(0.05)
+        left = running(sorted(seen))
+        _kill(set(left))
+        out.seek(0)
+        err.seek(0)
+        result = HorovodResult(command, None if timed_out else proc.returncode,
+                               out.read().decode(errors="replace"),
+                               err.read().decode(errors="replace"), elapsed, ended,
+                               sorted(seen), left)
+    if check and (timed_out or result.returncode != 0):
+        how = (f"did not finish within {timeout:g} s and was killed" if timed_out
+               else f"exited with code {result.returncode} after {elapsed:.1f} s")
+        detail = result.error_line() or _last_lines(result.stderr)
+        raise HorovodError(f"horovodrun {how}: {detail}", result)
+    return result
+
+
+def _tempfile():
+    import tempfile
+
+    return tempfile.TemporaryFile()
+
+
+def _kill(pids: set[int]) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _last_lines(text: str, n: int = 3) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return " / ".join(lines[-n:]) if lines else "(no output on stderr)"

@@ -1,0 +1,265 @@
+"""``python -m mgpu.mxlaunch``: MXNet's own cluster launcher, made to work on Python 3.10+.
+
+The MXNet wheel ships ``mxnet/tools/launch.py``, which starts a parameter-server job (a
+scheduler, servers and workers) locally or on the hosts of a host file over ``ssh``, with the
+``dmlc_tracker`` package. As shipped it cannot run on the Python versions this book uses, and it
+has two more gaps; this command runs the wheel's own ``launch.py`` with four fixes:
+
+1. ``dmlc_tracker`` calls ``threading.Thread.isAlive()``, which Python 3.9 removed (it is
+   ``is_alive()``): every launcher mode fails with ``AttributeError``. The method is put back.
+2. ``launch.py`` has no ``--host-ip`` option (``dmlc_tracker`` has one, but the argument is not
+   passed on), so the tracker guesses the scheduler's address from the route to a non-loopback
+   address. Here ``--host-ip`` is required: the scheduler listens on that address and every
+   process is told to reach it there. With ``--launcher local`` the servers and workers listen
+   on it too (``DMLC_NODE_HOST``); with ``ssh`` each host listens on its host-file address.
+3. When a process dies, ps-lite's other processes wait forever, and so does ``launch.py``. Here
+   the launcher watches every process it started: when one exits with an error it stops all of
+   them and exits with status 1, naming the process. ``--timeout`` (default 3600 s) ends a job
+   that hangs (exit status 124).
+4. ``ssh`` runs the remote commands with a terminal (``ssh -tt``): when the launcher stops an
+   ``ssh`` client, the remote terminal hangs up and the remote process gets ``SIGHUP``, instead
+   of waiting forever on a machine nobody watches. ``BatchMode=yes`` makes a missing key fail at
+   once instead of asking for a password.
+
+Usage (the options of ``launch.py`` follow the two of this command)::
+
+    python -m mgpu.mxlaunch --host-ip 127.0.0.1 [--timeout 600] -n 2 -s 1 --launcher local \\
+        python -m mgpu train_demo
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+__all__: list[str] = []  # a command (python -m mgpu.mxlaunch), not a library
+
+_TERM_GRACE = 3.0
+
+
+def launch_py() -> Path:
+    """The path of ``tools/launch.py`` in the installed MXNet package (MXNet is not imported).
+
+    >>> launch_py().name
+    'launch.py'
+    """
+    spec = importlib.util.find_spec("mxnet")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("mxlaunch: MXNet is not installed in this Python "
+                         f"({sys.executable}): pip install mxnet==1.9.1")
+    path = Path(spec.submodule_search_locations[0]) / "tools" / "launch.py"
+    if not path.is_file():
+        raise SystemExit(f"mxlaunch: {path} does not exist; this MXNet build has no launcher")
+    return path
+
+
+class _Processes:
+    """Stands in for the ``subprocess`` module inside ``dmlc_tracker``: records every process."""
+
+    def __init__(self, ssh_tty: bool):
+        self.ssh_tty = ssh_tty
+        self.started: list[tuple[str, subprocess.Popen]] = []
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def __getattr__(self, name):  # anything else: the real module
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def _label(cmd, env) -> str:
+        text = cmd if isinstance(cmd, str) else " ".join(map(str, cmd))
+        role = (env or {}).get("DMLC_ROLE")
+        if role is not None and role != "scheduler" and "DMLC_TASK_ID" in env:
+            role = f"{role} (task {env['DMLC_TASK_ID']})"
+        if role is None:
+            role = next((r for r in ("scheduler", "server", "worker")
+                         if f"DMLC_ROLE={r}" in text), "process")
+        if text.startswith("ssh "):  # ssh -o StrictHostKeyChecking=no HOST -p PORT '...'
+            words = text.split()
+            host = words[3] if len(words) > 3 else "?"
+            return f"{role} on {host} (through ssh)"
+        return role
+
+    def _run(self, cmd, **kwargs) -> int:
+        label = self._label(cmd, kwargs.get("env"))
+        if self.ssh_tty and isinstance(cmd, str) and cmd.startswith("ssh "):
+            cmd = "ssh -tt -o BatchMode=yes " + cmd[len("ssh "):]
+        with self.lock:
+            if self.stopping:
+                return 1
+            kwargs.setdefault("stdin", subprocess.DEVNULL)
+            proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+            self.started.append((label, proc))
+        return proc.wait()
+
+    def call(self, cmd, **kwargs) -> int:
+        return self._run(cmd, **kwargs)
+
+    def check_call(self, cmd, **kwargs) -> int:
+        # Failures are reported by the watcher in main(), not by a traceback in a thread.
+        self._run(cmd, **kwargs)
+        return 0
+
+    def failed(self) -> tuple[str, int] | None:
+        with self.lock:
+            for label, proc in self.started:
+                code = proc.poll()
+                if code not in (None, 0):
+                    return label, code
+        return None
+
+    def all_done(self) -> bool:
+        with self.lock:
+            return bool(self.started) and all(p.poll() is not None for _, p in self.started)
+
+    def stop(self) -> None:
+        """SIGTERM every process group, then SIGKILL what is left; reap them all."""
+        with self.lock:
+            self.stopping = True
+            procs = [p for _, p in self.started]
+        for p in procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + _TERM_GRACE
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _patch(host_ip: str, local: bool, procs: _Processes) -> None:
+    """Fix ``dmlc_tracker`` in this process (see the module's docstring)."""
+    if not hasattr(threading.Thread, "isAlive"):
+        threading.Thread.isAlive = threading.Thread.is_alive  # fix 1
+    from dmlc_tracker import local as dmlc_local
+    from dmlc_tracker import ssh as dmlc_ssh
+    from dmlc_tracker import tracker
+
+    tracker.get_host_ip = lambda hostIP=None: host_ip  # fix 2
+    for module in (tracker, dmlc_local, dmlc_ssh):  # fixes 3 and 4
+        module.subprocess = procs
+
+    class Scheduler(tracker.PSTracker):
+        """``PSTracker`` whose port is picked on ``host_ip`` only (not on every interface)."""
+
+        def __init__(self, hostIP, cmd, port=None, port_end=None, envs=None):
+            self.cmd = cmd
+            if cmd is None:
+                return
+            self.hostIP = hostIP
+            self.port = _free_port(hostIP)
+            env = {**os.environ, "DMLC_ROLE": "scheduler", "DMLC_PS_ROOT_URI": str(hostIP),
+                   "DMLC_PS_ROOT_PORT": str(self.port),
+                   **{k: str(v) for k, v in (envs or {}).items()}}
+            logging.info("mxlaunch: scheduler on %s:%d", hostIP, self.port)
+            self.thread = threading.Thread(
+                target=lambda: procs.check_call(cmd, env=env, shell=True,
+                                                executable="/bin/bash"), daemon=True)
+            self.thread.start()
+
+    tracker.PSTracker = Scheduler
+    if local:
+        os.environ["DMLC_NODE_HOST"] = host_ip
+    # dmlc_tracker's local threads raise on a failed process (with its whole environment in the
+    # message): main() reports that failure itself, so print only other errors, in one line.
+    def excepthook(args) -> None:
+        if not str(args.exc_value).startswith("Get nonzero return code"):
+            print(f"mxlaunch: {args.exc_type.__name__}: {args.exc_value}", file=sys.stderr)
+
+    threading.excepthook = excepthook
+
+
+def _options(argv: list[str]) -> tuple[str, float, list[str]]:
+    host_ip, timeout, rest = None, 3600.0, list(argv)
+    while rest and rest[0] in ("--host-ip", "--timeout"):
+        if len(rest) < 2:
+            raise SystemExit(f"mxlaunch: {rest[0]} needs a value")
+        name, value, rest = rest[0], rest[1], rest[2:]
+        if name == "--host-ip":
+            host_ip = value
+        else:
+            timeout = float(value)
+    if host_ip is None:
+        raise SystemExit(
+            "usage: python -m mgpu.mxlaunch --host-ip ADDRESS [--timeout SECONDS] "
+            "LAUNCH.PY-OPTIONS COMMAND...\n--host-ip is required: the address of this machine "
+            "that every host of the job can reach (the scheduler listens there); "
+            "127.0.0.1 for a job on this machine only")
+    return host_ip, timeout, rest
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run MXNet's ``launch.py`` with the fixes above; return the exit status."""
+    host_ip, timeout, rest = _options(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+    spec = importlib.util.spec_from_file_location("mxnet_tools_launch", launch_py())
+    launch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launch)  # defines main(); its __main__ block does not run
+    local = "local" in rest[rest.index("--launcher") + 1:][:1] if "--launcher" in rest else False
+    procs = _Processes(ssh_tty=not local)
+    _patch(host_ip, local, procs)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        sys.argv = ["launch.py", *rest]
+        try:
+            launch.main()
+            outcome.append(None)
+        except BaseException as err:  # SystemExit from argparse too
+            outcome.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    start = time.monotonic()
+    thread.start()
+    try:
+        while True:
+            failed = procs.failed()
+            if failed:
+                label, code = failed
+                how = (f"was killed by signal {-code}" if code < 0 else
+                       f"exited with code {code}")
+                print(f"mxlaunch: the {label} {how} after {time.monotonic() - start:.1f} s; the "
+                      "other processes would wait for it forever, so the job was stopped",
+                      file=sys.stderr, flush=True)
+                procs.stop()
+                return 1
+            if outcome and outcome[0] is not None:
+                err = outcome[0]
+                procs.stop()
+                if isinstance(err, SystemExit):
+                    return err.code if isinstance(err.code, int) else 2
+                print(f"mxlaunch: launch.py failed: {err!r}", file=sys.stderr)
+                return 1
+            if outcome and procs.all_done():
+                return 0
+            if time.monotonic() - start > timeout:
+                print(f"mxlaunch: the job did not finish within {timeout:g} s; all its "
+                      "processes were stopped", file=sys.stderr, flush=True)
+                procs.stop()
+                return 124
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        procs.stop()
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
