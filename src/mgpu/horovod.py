@@ -8,9 +8,9 @@ of them fails.
 - :func:`train_horovod` trains a Gluon block in one rank: :func:`mgpu.train.worker_shard` of the
   data, Horovod's ``DistributedTrainer`` and rank 0's initial weights broadcast to every rank. As
   with ``dist_sync``, ``batch_size`` is the *global* batch.
-- :func:`allreduce_demo` and :func:`train_demo` are the book's worker programs: each rank prints
-  one JSON line per result. Run them with ``horovodrun ... python -m mgpu hvd_train`` (see
-  :mod:`mgpu.__main__`) or from Python with :func:`run_horovod`.
+- ``allreduce_demo`` and ``train_demo`` are the book's worker programs: each rank prints one
+  JSON line per result. Run them with ``horovodrun ... python -m mgpu hvd_train`` or from Python
+  with :func:`run_horovod`.
 - :func:`run_horovod` runs ``horovodrun`` on loopback in a subprocess, with a time limit, and
   records every process the job started so that a caller can check none is left running.
 
@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from mxnet import gluon
 
+    import mgpu.train
     from mgpu.data import Dataset
-    from mgpu.train import History
 
 # The worker programs allreduce_demo and train_demo are used through this module (mgpu.horovod.*)
 # or `python -m mgpu`: mgpu.train_demo is the parameter-server one.
@@ -92,8 +92,9 @@ def train_horovod(
     seed: int = 0,
     verbose: bool = True,
     eval_batch_size: int = 512,
-) -> History:
-    """Train the Gluon block ``net`` in this Horovod rank; return the rank's :class:`History`.
+) -> mgpu.train.History:
+    """Train the Gluon block ``net`` in this Horovod rank; return the rank's
+    :class:`~mgpu.train.History`.
 
     Every rank of the job calls this with the same arguments. ``batch_size`` is the global
     batch, as under ``dist_sync``: rank ``r`` of ``k`` trains on :func:`~mgpu.train.worker_shard`
@@ -217,7 +218,7 @@ class HorovodResult:
     """What one :func:`run_horovod` job did."""
 
     command: list[str]  #: the ``horovodrun`` command line
-    returncode: int | None  #: ``horovodrun``'s exit status (``None``: stopped at the timeout)
+    returncode: int | None  #: ``horovodrun``'s exit status, or ``None`` if stopped at the timeout
     stdout: str
     stderr: str
     elapsed: float  #: seconds from the start of ``horovodrun`` to its exit
