@@ -210,3 +210,18 @@ def test_mgpu_data_dir_without_the_files_is_an_error(monkeypatch, tmp_path):
     monkeypatch.setenv("MGPU_DATA_DIR", str(tmp_path))
     with pytest.raises(mgpu.DataError, match=r"not found in .* \(MGPU_DATA_DIR=.*\): missing"):
         mgpu.load_fashion_mnist()
+
+
+def test_a_second_engine_timeline_in_one_process_is_a_clear_error():
+    """MXNet's profiler can be configured once per process (run in a child: pytest's own process
+    may already have used it in a doctest)."""
+    import subprocess
+    import sys
+
+    code = ("import mgpu\nmx = mgpu.mx\na = mx.nd.ones((8, 8))\n"
+            "assert mgpu.engine_timeline(lambda: mx.nd.dot(a, a))\n"
+            "mgpu.engine_timeline(lambda: mx.nd.dot(a, a))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 1
+    assert "RuntimeError: engine_timeline runs once per process" in done.stderr

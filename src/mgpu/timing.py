@@ -117,7 +117,8 @@ def engine_timeline(work: Callable[[], object]) -> list[EngineEvent]:
     """Run ``work()`` under MXNet's profiler and return every operator it ran, in start order.
 
     The profiler records each operator with the device whose engine queue ran it, so a timeline
-    shows what ran in parallel and where copies ran. Only one profile runs at a time per process.
+    shows what ran in parallel and where copies ran. MXNet's profiler can be configured only once
+    per process, so a second call raises a ``RuntimeError`` that says so.
 
     >>> a = [mx.nd.ones((64, 64), ctx=mx.cpu(i)) for i in range(2)]
     >>> events = engine_timeline(lambda: [mx.nd.dot(x, x) for x in a])
@@ -127,7 +128,14 @@ def engine_timeline(work: Callable[[], object]) -> list[EngineEvent]:
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "profile.json"
         mx.nd.waitall()
-        mx.profiler.set_config(profile_all=True, aggregate_stats=False, filename=str(path))
+        try:
+            mx.profiler.set_config(profile_all=True, aggregate_stats=False,
+                                   filename=str(path))
+        except mx.base.MXNetError:
+            raise RuntimeError(
+                "engine_timeline runs once per process: MXNet 1.9's profiler cannot be "
+                "configured again after it wrote its trace; take the second timeline in a fresh "
+                "process (another kernel, or mgpu.train_fresh for training)") from None
         mx.profiler.set_state("run")
         try:
             work()
