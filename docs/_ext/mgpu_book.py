@@ -135,8 +135,12 @@ def _copy_notebooks(app: Sphinx, exception: Exception | None) -> None:
 
 # --- languages -------------------------------------------------------------------------------
 def _per_language(app: Sphinx, config: Config) -> None:
-    """Apply ``mgpu_per_language[language]`` (or of its base language, ``zh`` for ``zh_CN``)."""
+    """Tag the edition (``lang_en``, ``lang_zh_CN``) and apply ``mgpu_per_language[language]``
+    (or that of its base language, ``zh`` for ``zh_CN``)."""
     language = config.language or "en"
+    # Pages choose per-edition content (e.g. figures drawn with Chinese words) with
+    # ``{only} lang_zh_CN``: the execution is shared, the tag is the edition's.
+    app.tags.add(f"lang_{language}")
     overrides = config.mgpu_per_language.get(language)
     if overrides is None:
         overrides = config.mgpu_per_language.get(language.split("_")[0], {})

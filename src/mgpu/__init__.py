@@ -58,6 +58,14 @@ from mgpu.devices import (
     try_all_gpus,
     try_gpu,
 )
+from mgpu.diagrams import (
+    FontError,
+    cjk_font,
+    draw_allreduce,
+    draw_engine_queues,
+    draw_parameter_server,
+    draw_step,
+)
 from mgpu.dist import params_checksum, push_pull_demo, train_demo
 from mgpu.fresh import MODELS, train_fresh
 from mgpu.hetero import CoTenant
@@ -119,6 +127,7 @@ __all__ = [
     "Dataset",
     "DeviceError",
     "EngineEvent",
+    "FontError",
     "FusedAllreduce",
     "History",
     "HorovodError",
@@ -137,10 +146,15 @@ __all__ = [
     "budget",
     "check_devices",
     "check_labels",
+    "cjk_font",
     "cluster_env",
     "data_dirs",
     "device_speeds",
     "devices",
+    "draw_allreduce",
+    "draw_engine_queues",
+    "draw_parameter_server",
+    "draw_step",
     "engine_timeline",
     "evaluate_accuracy",
     "find_data_dir",
