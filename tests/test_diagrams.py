@@ -17,17 +17,10 @@ from matplotlib.figure import Figure  # noqa: E402
 
 import mgpu  # noqa: E402
 from mgpu import diagrams  # noqa: E402
-from mgpu.diagrams import (  # noqa: E402
-    LABELS,
-    FontError,
-    cjk_font,
-    draw_allreduce,
-    draw_engine_queues,
-    draw_parameter_server,
-    draw_step,
-    event_category,
-    parts,
-)
+from mgpu.diagrams import LABELS, FontError, cjk_font, event_category, parts  # noqa: E402
+
+draw_allreduce, draw_engine_queues = mgpu.draw_allreduce, mgpu.draw_engine_queues
+draw_parameter_server, draw_step = mgpu.draw_parameter_server, mgpu.draw_step
 from mgpu.timing import EngineEvent  # noqa: E402
 
 LANGS = ["en", "zh"]

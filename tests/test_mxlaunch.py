@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from mgpu.launch import LOOPBACK, running
+from mgpu.launch import LOOPBACK, descendants, running
 
 _spec = importlib.util.spec_from_file_location(
     "_book_commands", Path(__file__).with_name("_book_commands.py"))
@@ -47,22 +47,8 @@ def _reports(text: str) -> list[dict]:
 
 
 def _tree(root: int) -> list[int]:
-    """The live descendants of ``root`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] not in ("Z", "X"):
-                children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
+    """The live descendants of ``root``."""
+    return sorted(descendants(root))
 
 
 def _wait_until_gone(root: int, seconds: float = 10.0) -> list[int]:

@@ -25,16 +25,15 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
+# LABELS, event_category and parts are this module's own helpers (the tests use them too):
+# mgpu exports the drawing functions and the font check.
 __all__ = [
-    "LABELS",
     "FontError",
     "cjk_font",
     "draw_allreduce",
     "draw_engine_queues",
     "draw_parameter_server",
     "draw_step",
-    "event_category",
-    "parts",
 ]
 
 #: The words of every diagram, per language. ``{i}``, ``{k}``... are filled in by the drawing.

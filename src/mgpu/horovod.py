@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from mgpu.launch import descendants
+
 if TYPE_CHECKING:  # pragma: no cover
     from mxnet import gluon
 
@@ -247,31 +249,6 @@ class HorovodResult:
         return ""
 
 
-def _children() -> dict[int, list[int]]:
-    """Parent PID -> child PIDs, for every live process (from ``/proc``)."""
-    tree: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] not in ("Z", "X"):
-            tree.setdefault(int(fields[1]), []).append(int(entry.name))
-    return tree
-
-
-def _descendants(root: int) -> set[int]:
-    tree, found, todo = _children(), set(), [root]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
 def horovodrun_path() -> str:
     """The ``horovodrun`` beside this Python (its venv), else the one on ``PATH``."""
     beside = Path(sys.executable).parent / "horovodrun"
@@ -316,7 +293,7 @@ def run_horovod(
         seen.add(proc.pid)
         timed_out = False
         while proc.poll() is None:
-            seen |= _descendants(proc.pid)
+            seen |= descendants(proc.pid)
             if time.perf_counter() - start > timeout:
                 timed_out = True
                 _kill(seen)

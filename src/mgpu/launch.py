@@ -49,7 +49,9 @@ __all__ = [
     "PortInUseError",
     "ProcessResult",
     "cluster_env",
+    "descendants",
     "free_port",
+    "processes",
     "run_local_cluster",
     "running",
 ]
@@ -244,7 +246,19 @@ def running(pids: Sequence[int], groups: bool = False) -> list[int]:
     True
     """
     wanted = set(pids)
-    alive = []
+    alive = [pid for pid, _, group in processes()
+             if pid in wanted or groups and group in wanted]
+    return sorted(alive, key=lambda p: (p not in wanted, p))
+
+
+def processes() -> list[tuple[int, int, int]]:
+    """``(pid, parent pid, process group)`` of every live process (zombies excluded), from
+    ``/proc``.
+
+    >>> os.getpid() in [pid for pid, _, _ in processes()]
+    True
+    """
+    found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -252,10 +266,29 @@ def running(pids: Sequence[int], groups: bool = False) -> list[int]:
             fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
-        pid, state, group = int(entry.name), fields[0], int(fields[2])
-        if state not in ("Z", "X") and (pid in wanted or groups and group in wanted):
-            alive.append(pid)
-    return sorted(alive, key=lambda p: (p not in wanted, p))
+        if fields[0] not in ("Z", "X"):
+            found.append((int(entry.name), int(fields[1]), int(fields[2])))
+    return found
+
+
+def descendants(root: int) -> set[int]:
+    """The live children of process ``root``, their children, and so on.
+
+    >>> child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    >>> child.pid in descendants(os.getpid())
+    True
+    >>> child.kill(); child.wait() and None
+    """
+    tree: dict[int, list[int]] = {}
+    for pid, parent, _ in processes():
+        tree.setdefault(parent, []).append(pid)
+    found, todo = set(), [root]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
 
 
 @dataclass(frozen=True)
