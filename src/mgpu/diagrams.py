@@ -2,12 +2,12 @@
 
 Each function returns a plain :class:`~matplotlib.figure.Figure` (as :mod:`mgpu.plot` does) and
 takes ``lang`` (``"en"`` or ``"zh"``) and ``labels``, a mapping that replaces some of the words
-of :data:`LABELS`, so that the Chinese edition draws the same diagram with Chinese words. The
+of ``LABELS``, so that the Chinese edition draws the same diagram with Chinese words. The
 Chinese diagrams need a CJK font (Debian's ``fonts-noto-cjk``); :func:`cjk_font` finds it.
 
 The diagrams read in light and in dark mode: the background is transparent, the words are dark
 on light boxes with outlines, and the arrows have mid-tone colours. Every artist carries a
-``gid`` naming what it is (``"box"``, ``"arrow"``, ``"link"``...); :func:`parts` counts them.
+``gid`` naming what it is (``"box"``, ``"arrow"``, ``"link"``...); ``parts`` counts them.
 
 - :func:`draw_step`: one data-parallel training step.
 - :func:`draw_allreduce`: reduce-to-one, reduce-scatter/all-gather and ring, with the bytes on
@@ -454,7 +454,7 @@ def event_category(name: str) -> str | None:
 def draw_engine_queues(events: Sequence, lang: str = "en",
                        labels: Mapping[str, str] | None = None):
     """Each device's engine queue on a timeline: one bar per operator, coloured by its kind
-    (:func:`event_category`): compute, copies, the allreduce's sums, the update's operators.
+    (``event_category``): compute, copies, the allreduce's sums, the update's operators.
 
     ``events`` come from :func:`mgpu.timing.engine_timeline`; the engine's bookkeeping
     (``DeleteVariable``...) is left out.
