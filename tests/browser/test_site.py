@@ -27,8 +27,10 @@ def _open(page, url):
 def test_page_renders_offline(page, site_url, lang, name):
     _open(page, f"{site_url}/{lang}/{name}.html")
     assert page.locator("article h1").first.inner_text().strip(), "page has no title"
-    if name in EXECUTED:
-        assert page.locator(".cell_output").count() > 0, "executed page shows no output"
+    if name in EXECUTED:  # its results: cell outputs, or values glued into the text
+        shown = page.locator(".cell_output").count() + page.locator(".pasted-text").count()
+        assert shown > 0, "executed page shows no output and no glued value"
+        assert page.locator('.pasted-text:text-is("")').count() == 0, "an empty glued value"
     sizes = page.eval_on_selector_all(
         "article img", "els => els.map(e => [e.currentSrc, e.complete, e.naturalWidth])"
     )
