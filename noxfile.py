@@ -289,6 +289,7 @@ def bench(session: nox.Session) -> None:
     """Benchmarks: writes bench/results.json and bench/*.png. ``-- --quick`` for a short run."""
     install(session, "plot")
     ensure_data(session)
+    ensure_horovod(session)  # the engines part compares the parameter server with Horovod
     session.run("python", "bench/run.py", *session.posargs)
 
 

@@ -39,10 +39,8 @@ FROM_SCRATCH = ("scatter_gather", "ring", "fused_small0", "fused")
 def gradient_shapes() -> tuple[list[tuple[int, ...]], int]:
     """The shapes of ResNet-18's parameters that have a gradient, and the count of all."""
     net = mgpu.resnet18_28()
-    net.initialize()
-    net(nd.zeros((1, 1, 28, 28)))
-    params = list(net.collect_params().values())
-    return [p.shape for p in params if p.grad_req != "null"], len(params)
+    shapes = mgpu.gradient_shapes(net)
+    return shapes, len(net.collect_params())
 
 
 def op_overhead_us(reps: int = 3, n: int = 500) -> float:

@@ -25,10 +25,10 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the package ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import allreduce, common, data, overhead, scaling, targets  # noqa: E402
+from bench import allreduce, common, data, engines, overhead, scaling, targets  # noqa: E402
 
 TEMP_COPY = 4  # MXNET_CPU_TEMP_COPY for the scaling_temp_copy part: MXNet's own default
-PARTS = ["data", "overhead", "scaling", "scaling_temp_copy", "allreduce"]
+PARTS = ["data", "overhead", "scaling", "scaling_temp_copy", "allreduce", "engines"]
 
 
 def main(argv=None) -> int:
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
     funcs = {"data": data.run, "overhead": overhead.run,
              "scaling": lambda c: scaling.run(c, fair=not args.no_fair_baseline),
              "scaling_temp_copy": lambda _: scaling.run_temp_copy(mode, args.temp_copy),
-             "allreduce": allreduce.run}
+             "allreduce": allreduce.run, "engines": engines.run}
     started = time.perf_counter()
     res: dict = {"meta": common.meta(mode, parts)}
     for part in parts:

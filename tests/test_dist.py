@@ -36,3 +36,13 @@ def test_dist_sync_training_with_one_worker(real_data_dir):
     (r,) = result.reports()
     assert r["num_workers"] == 1 and r["examples"] == 896  # 7 whole batches of 128
     assert r["test_acc"] > 0.15  # chance is 0.1
+
+
+def test_push_pull_timing_reports_every_round_of_every_worker():
+    result = run_local_cluster(dist.push_pull_timing, 2, args=(3, 4), timeout=90)
+    reports = sorted(result.reports(), key=lambda r: r["rank"])
+    assert [r["rank"] for r in reports] == [0, 1]
+    for r in reports:  # ResNet-18 at width 4 still has 62 gradients
+        assert r["num_workers"] == 2 and r["tensors"] == 62 and len(r["ms"]) == 3
+        assert all(ms > 0 for ms in r["ms"])
+    assert running(result.pids) == []

@@ -66,7 +66,7 @@ from mgpu.diagrams import (
     draw_parameter_server,
     draw_step,
 )
-from mgpu.dist import params_checksum, push_pull_demo, train_demo
+from mgpu.dist import params_checksum, push_pull_demo, push_pull_timing, train_demo
 from mgpu.fresh import MODELS, train_fresh
 from mgpu.hetero import CoTenant
 from mgpu.horovod import (
@@ -89,7 +89,14 @@ from mgpu.launch import (
     run_local_cluster,
     running,
 )
-from mgpu.models import LENET_SHAPES, LeNet, lenet_forward, lenet_params, resnet18_28
+from mgpu.models import (
+    LENET_SHAPES,
+    LeNet,
+    gradient_shapes,
+    lenet_forward,
+    lenet_params,
+    resnet18_28,
+)
 from mgpu.parallel import SplitError, get_params, split_and_load, split_sizes
 from mgpu.step import (
     Step,
@@ -165,6 +172,7 @@ __all__ = [
     "free_port",
     "get_params",
     "glue",
+    "gradient_shapes",
     "gluon_step",
     "hardware_summary",
     "horovod_available",
@@ -180,6 +188,7 @@ __all__ = [
     "processes",
     "positive_number",
     "push_pull_demo",
+    "push_pull_timing",
     "read_idx",
     "require",
     "resnet18_28",

@@ -6,9 +6,10 @@ with spaces and loses any quoting. Code such as ``python -c "import mgpu; ..."``
 that; this entry point does: every argument is a plain word. Values are Python literals (``2048``,
 ``0.2``, ``"(2, 3)"``) or, failing that, strings; dashes in names become underscores.
 
-Programs: ``train_demo`` and ``push_pull_demo`` (:mod:`mgpu.dist`, for a parameter-server
-cluster), ``hvd_train`` and ``hvd_allreduce`` (:func:`mgpu.horovod.train_demo` and
-:func:`mgpu.horovod.allreduce_demo`, under ``horovodrun``).
+Programs: ``train_demo``, ``push_pull_demo`` and ``push_pull_timing`` (:mod:`mgpu.dist`, for a
+parameter-server cluster), ``hvd_train``, ``hvd_allreduce`` and ``hvd_allreduce_timing``
+(``train_demo``, ``allreduce_demo`` and ``allreduce_timing`` of :mod:`mgpu.horovod`, under
+``horovodrun``).
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from collections.abc import Callable, Sequence
 PROGRAMS = {
     "train_demo": ("mgpu.dist", "train_demo"),
     "push_pull_demo": ("mgpu.dist", "push_pull_demo"),
+    "push_pull_timing": ("mgpu.dist", "push_pull_timing"),
     "hvd_train": ("mgpu.horovod", "train_demo"),
     "hvd_allreduce": ("mgpu.horovod", "allreduce_demo"),
+    "hvd_allreduce_timing": ("mgpu.horovod", "allreduce_timing"),
 }
 
 

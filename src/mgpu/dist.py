@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from mxnet import gluon
 
-__all__ = ["params_checksum", "push_pull_demo", "train_demo"]
+__all__ = ["params_checksum", "push_pull_demo", "push_pull_timing", "train_demo"]
 
 
 def _report(**fields) -> None:
@@ -96,3 +96,31 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
             train_acc=hist.train_acc[-1], loss=hist.loss[-1], epoch_time=hist.epoch_time,
             checksum=params_checksum(net))
 
+
+
+def push_pull_timing(rounds: int = 5, width: int = 64) -> None:
+    """Worker program: push and pull ResNet-18's gradients (62 arrays) through ``dist_sync``.
+
+    Every round pushes every gradient and pulls the sum back (the parameter server's allreduce),
+    between two waits; prints one JSON line with the worker's rank and each round's
+    milliseconds. ``width`` is :func:`mgpu.models.resnet18_28`'s.
+    """
+    import time
+
+    from mgpu._mx import mx
+    from mgpu.models import gradient_shapes, resnet18_28
+
+    kv = mx.kv.create("dist_sync")
+    grads = [mx.nd.ones(s) for s in gradient_shapes(resnet18_28(width=width))]
+    keys = list(range(len(grads)))
+    kv.init(keys, grads)
+    times = []
+    for _ in range(rounds + 1):  # the first round warms up
+        mx.nd.waitall()
+        start = time.perf_counter()
+        kv.push(keys, grads)
+        kv.pull(keys, out=grads)
+        mx.nd.waitall()
+        times.append((time.perf_counter() - start) * 1e3)
+    _report(rank=kv.rank, num_workers=kv.num_workers, tensors=len(grads),
+            numbers=sum(g.size for g in grads), ms=times[1:])

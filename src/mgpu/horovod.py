@@ -180,6 +180,30 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
                 received=summed.asnumpy().tolist())
 
 
+def allreduce_timing(rounds: int = 5, width: int = 64) -> None:
+    """Worker program: allreduce ResNet-18's gradients (62 arrays) with Horovod, ``rounds`` times.
+
+    Every round sums every gradient over the ranks, in place, between two waits; prints one
+    JSON line with the rank and each round's milliseconds, like
+    :func:`mgpu.dist.push_pull_timing` does for the parameter server.
+    """
+    from mgpu._mx import mx
+    from mgpu.models import gradient_shapes, resnet18_28
+
+    hvd = _hvd()
+    grads = [mx.nd.ones(s) for s in gradient_shapes(resnet18_28(width=width))]
+    times = []
+    for r in range(rounds + 1):  # the first round warms up
+        mx.nd.waitall()
+        start = time.perf_counter()
+        for i, g in enumerate(grads):
+            hvd.allreduce_(g, average=False, name=f"timing{r}.{i}")
+        mx.nd.waitall()
+        times.append((time.perf_counter() - start) * 1e3)
+    _report(rank=hvd.rank(), size=hvd.size(), pid=os.getpid(), tensors=len(grads),
+            numbers=sum(g.size for g in grads), ms=times[1:])
+
+
 def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
                batch_size: int = 256, lr: float = 0.2, seed: int = 0) -> None:
     """Worker program: train the Gluon LeNet with :func:`train_horovod`, report as JSON.

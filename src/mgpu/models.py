@@ -6,7 +6,8 @@ import numpy as np
 
 from mgpu._mx import mx
 
-__all__ = ["LENET_SHAPES", "LeNet", "lenet_forward", "lenet_params", "resnet18_28"]
+__all__ = ["LENET_SHAPES", "LeNet", "gradient_shapes", "lenet_forward", "lenet_params",
+           "resnet18_28"]
 
 nd = mx.nd
 nn = mx.gluon.nn
@@ -105,3 +106,21 @@ def resnet18_28(num_classes: int = 10, width: int = 64) -> nn.HybridSequential:
         in_channels = channels
     net.add(nn.GlobalAvgPool2D(), nn.Dense(num_classes))
     return net
+
+
+def gradient_shapes(net: nn.Block, input_shape: tuple[int, ...] = (1, 1, 28, 28)) -> list[tuple]:
+    """The shapes of the parameters of ``net`` that have a gradient: what training reduces.
+
+    ``net`` is initialised on the CPU and run on zeros of ``input_shape`` first if needed.
+
+    >>> shapes = gradient_shapes(resnet18_28())
+    >>> len(shapes), sum(int(np.prod(s)) for s in shapes)
+    (62, 11172810)
+    """
+    try:
+        for p in net.collect_params().values():
+            p.list_ctx()  # raises while a parameter has not been initialised
+    except RuntimeError:
+        net.initialize()
+    net(nd.zeros(input_shape))
+    return [p.shape for p in net.collect_params().values() if p.grad_req != "null"]
