@@ -40,7 +40,7 @@ def gradient_shapes() -> tuple[list[tuple[int, ...]], int]:
     """The shapes of ResNet-18's parameters that have a gradient, and the count of all."""
     net = mgpu.resnet18_28()
     shapes = mgpu.gradient_shapes(net)
-    return shapes, len(net.collect_params())
+    return shapes, len(list(net.collect_params().values()))
 
 
 def op_overhead_us(reps: int = 3, n: int = 500) -> float:
