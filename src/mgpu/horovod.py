@@ -147,12 +147,8 @@ def train_horovod(
         batches = iter_batches(images, labels, local_batch, shuffle=True, seed=seed + epoch)
         loss, correct, seen, elapsed = _run_epoch(step, batches, devices, False,
                                                   len(labels) // local_batch, epoch + 1, lr)
-        hist.loss.append(loss / seen)
-        hist.train_acc.append(correct / seen)
-        hist.test_acc.append(evaluate_accuracy(net, data.test_images, data.test_labels, devices,
-                                               eval_batch_size))
-        hist.epoch_time.append(elapsed)
-        hist.images_per_sec.append(seen / elapsed)
+        hist._add_epoch(loss, correct, seen, elapsed, evaluate_accuracy(
+            net, data.test_images, data.test_labels, devices, eval_batch_size))
         if verbose:
             print(f"rank {rank} of {size}: " + hist.report(epoch + 1, num_epochs), flush=True)
     return hist

@@ -134,6 +134,15 @@ class History:
             "images_per_sec": float(np.mean(self.images_per_sec[1:] or self.images_per_sec)),
         }
 
+    def _add_epoch(self, loss: float, correct: float, seen: int, elapsed: float,
+                   test_acc: float) -> None:
+        # One epoch's sums (as _run_epoch returns them) and test accuracy, as per-epoch figures.
+        self.loss.append(loss / seen)
+        self.train_acc.append(correct / seen)
+        self.test_acc.append(test_acc)
+        self.epoch_time.append(elapsed)
+        self.images_per_sec.append(seen / elapsed)
+
     def report(self, epoch: int, num_epochs: int) -> str:
         """One line on epoch ``epoch`` (counted from 1)."""
         i = epoch - 1
@@ -358,14 +367,10 @@ def train(
                                min_last=len(devices))
         loss, correct, seen, elapsed = _run_epoch(step, batches, devices, progress,
                                                   -(-len(labels) // local_batch), epoch + 1, lr)
-        hist.loss.append(loss / seen)
-        hist.train_acc.append(correct / seen)
         if device_params is None:  # a Gluon block: one set of BatchNorm statistics everywhere
             average_running_statistics(net)
-        hist.test_acc.append(evaluate_accuracy(net, data.test_images, data.test_labels, devices,
-                                               eval_batch_size, device_params))
-        hist.epoch_time.append(elapsed)
-        hist.images_per_sec.append(seen / elapsed)
+        hist._add_epoch(loss, correct, seen, elapsed, evaluate_accuracy(
+            net, data.test_images, data.test_labels, devices, eval_batch_size, device_params))
         if verbose:
             print(hist.report(epoch + 1, num_epochs), flush=True)
     return hist
