@@ -1,8 +1,8 @@
 """The overhead of mgpu.train against a plain, hand-written Gluon loop (LeNet, 2 CPU devices).
 
 Four configurations, interleaved repeat by repeat: ``mgpu.train`` with its own allreduce, with
-MXNet's ``kvstore='device'``, the plain loop, and the plain loop plus the per-batch bookkeeping
-that ``mgpu.train`` does besides training (summing the loss and counting correct predictions).
+MXNet's ``kvstore='device'``, the plain loop, and the plain loop plus running sums of the loss and
+of the correct predictions, updated every batch (``mgpu.train`` computes those once per epoch).
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ CONFIGS = {
     "train_allreduce": "mgpu.train(net, data, devices, allreduce=True)",
     "train_kvstore_device": "mgpu.train(net, data, devices, allreduce=False, kvstore='device')",
     "plain": "plain Gluon loop, gluon.Trainer with its default kvstore='device'",
-    "plain_metrics": "the plain loop plus mgpu.train's per-batch loss and accuracy sums",
+    "plain_metrics": "the plain loop plus running sums of the loss and of the correct predictions",
 }
 
 
 def plain_gluon_epoch(net, trainer, images, labels, devices, metrics=False, seed=0) -> float:
     """One epoch of the minimal hand-written loop; returns images per second.
 
-    ``metrics=True`` adds what mgpu.train does per batch besides training (summing the loss and
-    counting correct predictions on every device), to measure what that costs.
+    ``metrics=True`` adds running sums of the loss and of the correct predictions on every
+    device, updated every batch, to measure what that costs.
     """
     loss_fn = gluon.loss.SoftmaxCrossEntropyLoss()
     loss_sum = [nd.zeros((1,), ctx=d) for d in devices]

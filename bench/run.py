@@ -3,7 +3,7 @@
 
     python bench/run.py            # the full run (3 to 20 minutes on 2 CPU cores)
     python bench/run.py --quick    # smaller subsets and fewer repeats (a few minutes)
-    python bench/run.py --docs-times docs-times.json   # also record the book's build times
+    python bench/run.py --only docs_build   # the book's build: cold, warm, after edits
 
 Runs the parts (a module each beside this file), writes ``results.json`` (into ``--out-dir``,
 default: this folder) and prints the targets table (:mod:`bench.targets`). It measures and
@@ -25,10 +25,12 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the package ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import allreduce, common, data, engines, overhead, scaling, targets  # noqa: E402
+from bench import allreduce, common, data, docs_build, engines, overhead, scaling, targets  # noqa: E402
 
 TEMP_COPY = 4  # MXNET_CPU_TEMP_COPY for the scaling_temp_copy part: MXNet's own default
-PARTS = ["data", "overhead", "scaling", "scaling_temp_copy", "allreduce", "engines"]
+PARTS = ["data", "overhead", "scaling", "scaling_temp_copy", "allreduce", "engines", "docs_build"]
+#: What --quick leaves out unless --only names it: building the book takes minutes.
+NOT_QUICK = {"docs_build"}
 
 
 def main(argv=None) -> int:
@@ -37,27 +39,22 @@ def main(argv=None) -> int:
                         help="smaller subsets and fewer repeats (a few minutes on 2 cores)")
     parser.add_argument("--out-dir", type=Path, default=common.HERE,
                         help="where results.json goes (default: bench/)")
-    parser.add_argument("--only", default=",".join(PARTS),
-                        help=f"comma-separated parts to run (default: all of {','.join(PARTS)})")
+    parser.add_argument("--only", default=None,
+                        help=f"comma-separated parts to run (default: all of {','.join(PARTS)}; "
+                             f"--quick leaves out {', '.join(sorted(NOT_QUICK))})")
     parser.add_argument("--temp-copy", type=int, default=TEMP_COPY, metavar="N",
                         help="MXNET_CPU_TEMP_COPY for the scaling_temp_copy part "
                              f"(default {TEMP_COPY}, MXNet's own)")
     parser.add_argument("--no-fair-baseline", action="store_true",
                         help="scaling: skip one device using every core (a fresh process)")
-    parser.add_argument("--docs-times", type=Path, metavar="FILE",
-                        help="a JSON file with the book's build seconds, copied in")
     args = parser.parse_args(argv)
-    parts = [p.strip() for p in args.only.split(",") if p.strip()]
+    if args.only is None:
+        parts = [p for p in PARTS if not (args.quick and p in NOT_QUICK)]
+    else:
+        parts = [p.strip() for p in args.only.split(",") if p.strip()]
     unknown = set(parts) - set(PARTS)
     if unknown:
         parser.error(f"unknown part(s) {sorted(unknown)}: use {', '.join(PARTS)}")
-    docs = None
-    if args.docs_times:
-        try:
-            docs = {"source": str(args.docs_times),
-                    "timings": json.loads(args.docs_times.read_text())}
-        except (OSError, json.JSONDecodeError) as err:
-            parser.error(f"--docs-times {args.docs_times}: {err}")
     mode = "quick" if args.quick else "full"
     cfg = common.SETTINGS[mode]
     args.out_dir.mkdir(parents=True, exist_ok=True)
@@ -65,13 +62,12 @@ def main(argv=None) -> int:
     funcs = {"data": data.run, "overhead": overhead.run,
              "scaling": lambda c: scaling.run(c, fair=not args.no_fair_baseline),
              "scaling_temp_copy": lambda _: scaling.run_temp_copy(mode, args.temp_copy),
-             "allreduce": allreduce.run, "engines": engines.run}
+             "allreduce": allreduce.run, "engines": engines.run, "docs_build": docs_build.run}
     started = time.perf_counter()
     res: dict = {"meta": common.meta(mode, parts)}
     for part in parts:
         common.log(f"[{time.perf_counter() - started:6.0f} s] {part} ...")
         res[part] = funcs[part](cfg)
-    res["docs_build"] = docs  # None unless --docs-times: this script never builds the docs
     res["targets"] = targets.evaluate(res)
     common.finish_meta(res["meta"], time.perf_counter() - started)
     path = args.out_dir / "results.json"

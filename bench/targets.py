@@ -47,6 +47,16 @@ TARGETS = [
     *[Target(f"fair_{model}", f"{label}: images/s on 2 CPU devices / on 1 using every core",
              ">=", bound, f"scaling.{model}.fair_speedup_vs_1_device_all_cores.2.median")
       for model, label, bound in (("lenet", "LeNet", 1.3),)],
+    Target("docs_cold", "nox -s docs in a fresh clone: install, execute, both editions", "<=",
+           480, "docs_build.cold_s", unit="s"),
+    Target("docs_warm", "nox -s docs again, nothing changed", "<=", 15,
+           "docs_build.warm_s", unit="s"),
+    Target("docs_prose_edit", "chapters executed after a prose edit of one chapter", "<=", 0,
+           "docs_build.prose_edit_executed", unit="chapters"),
+    Target("docs_code_edit_page", "the edited chapter executed after a code edit", ">=", 1,
+           "docs_build.code_edit_executed_page", unit="chapters"),
+    Target("docs_code_edit_others", "other chapters executed after a code edit of one", "<=", 0,
+           "docs_build.code_edit_executed_others", unit="chapters"),
     Target("data_load", "load_fashion_mnist(), the whole data set", "<=", 1.0,
            "data.load_fashion_mnist_seconds.median", unit="s"),
 ]

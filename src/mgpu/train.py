@@ -7,7 +7,6 @@ model data-parallel; :class:`History` holds what was measured.
 
 from __future__ import annotations
 
-import math
 import os
 import sys
 import time
@@ -171,13 +170,15 @@ def _run_epoch(step: Step, batches, devices, progress: bool, total: int, epoch: 
                lr: float) -> tuple:
     """Run ``step`` over ``batches``; return (loss sum, correct count, examples, seconds).
 
-    Each batch leaves, on every device, its summed loss and its count of correct predictions;
-    they are added up once, at the end of the epoch, which costs fewer engine operations per
-    batch than keeping running sums. Stops with :class:`NonFiniteLossError` once a batch's loss
-    is not finite: the check reads the previous batch's loss, which the loop waits for anyway,
-    so it adds no synchronisation.
+    The loop queues only the training steps. It keeps each batch's losses, outputs and labels
+    (a few kilobytes per batch), and the epoch's loss sum and count of correct predictions are
+    computed from them once, at the end, with a handful of operations per device instead of
+    four per batch and device; the seconds include that. Stops with
+    :class:`NonFiniteLossError` at the first batch whose loss is not finite: each step reads
+    the losses of the step two batches back, which also bounds how far Python runs ahead of the
+    devices (two batches in flight) without making the devices wait for Python.
     """
-    losses_of, correct_of = [], []  # per batch: one small array per device
+    kept: list[tuple] = []  # per batch: (losses, outputs, labels), one array per device each
     seen = 0
     if progress:
         from tqdm.auto import tqdm
@@ -186,30 +187,40 @@ def _run_epoch(step: Step, batches, devices, progress: bool, total: int, epoch: 
     nd.waitall()
     start = time.perf_counter()
     for b, (X, y) in enumerate(batches):
-        losses, outputs, labels = step(X, y)
-        losses_of.append([lo.sum() for lo in losses])
-        correct_of.append([(o.argmax(axis=1) == lab).sum() for o, lab in zip(outputs, labels)])
+        kept.append(step(X, y))
         seen += len(y)
-        # Keep at most two batches in flight: wait for the previous batch's loss, not for this
-        # one's, so that devices overlap but Python cannot queue a whole epoch ahead.
-        if b and not math.isfinite(losses_of[b - 1][-1].asscalar()):
-            raise _non_finite(losses_of, devices, epoch, lr)
+        if b >= IN_FLIGHT and not _finite(kept[b - IN_FLIGHT][0]):
+            raise _non_finite(kept, devices, epoch, lr)
+    if not all(_finite(losses) for losses, _, _ in kept[-IN_FLIGHT:]):
+        raise _non_finite(kept, devices, epoch, lr)
+    loss, correct = 0.0, 0.0
+    for i in range(len(devices)):
+        losses, outputs, labels = ([batch[part][i] for batch in kept] for part in range(3))
+        loss += nd.concat(*losses, dim=0).sum().asscalar()
+        outputs, labels = nd.concat(*outputs, dim=0), nd.concat(*labels, dim=0)
+        correct += (outputs.argmax(axis=1) == labels.astype(outputs.dtype)).sum().asscalar()
     nd.waitall()
-    elapsed = time.perf_counter() - start
-    loss = sum(nd.add_n(*column).asscalar() for column in zip(*losses_of))
-    if not math.isfinite(loss):
-        raise _non_finite(losses_of, devices, epoch, lr)
-    correct = sum(nd.add_n(*column).asscalar() for column in zip(*correct_of))
-    return loss, correct, seen, elapsed
+    return loss, correct, seen, time.perf_counter() - start
 
 
-def _non_finite(batch_losses, devices, epoch: int, lr: float) -> NonFiniteLossError:
+#: How many batches :func:`_run_epoch` lets Python queue before it reads a batch's losses.
+IN_FLIGHT = 2
+
+
+def _finite(losses: Sequence[nd.NDArray]) -> bool:
+    """Whether every loss of one batch, on every device, is finite (waits for them)."""
+    return all(np.isfinite(lo.asnumpy()).all() for lo in losses)
+
+
+def _non_finite(kept, devices, epoch: int, lr: float) -> NonFiniteLossError:
     """The error for the first batch whose loss is not finite on some device."""
-    for b, sums in enumerate(batch_losses):
-        for device, value in zip(devices, (s.asscalar() for s in sums)):
-            if not math.isfinite(value):
+    for b, (losses, _, _) in enumerate(kept):
+        for device, lo in zip(devices, losses):
+            values = lo.asnumpy()
+            bad = values[~np.isfinite(values)]
+            if bad.size:
                 return NonFiniteLossError(
-                    f"the training loss became {value} in epoch {epoch}, batch {b + 1} (on "
+                    f"the training loss became {bad[0]} in epoch {epoch}, batch {b + 1} (on "
                     f"{device}); training stopped there. Likely causes: a learning rate too "
                     f"large for this model and batch (lr={lr:g}: try one ten times smaller), or "
                     "input images with NaN or infinite values")
