@@ -159,6 +159,6 @@ def test_chinese_theme_labels(page, site_url):
     _open(page, f"{site_url}/zh_CN/index.html")
     label = page.locator(".theme-switch-button").first.get_attribute("aria-label")
     assert label == "颜色模式", label
-    footer = page.locator("footer").first.inner_text()
+    footer = page.locator("footer.bd-footer-content").first.inner_text()
     assert "mgpu 项目组" in footer and "版权所有" in footer, footer
     assert not any(w in footer for w in ("authors", "By ", "Copyright")), footer
