@@ -72,6 +72,23 @@ def ensure_data(session: nox.Session) -> None:
         )
 
 
+FONT_PROBE = "import mgpu.diagrams as d; d.cjk_font(); print('FONT-OK')"
+
+
+def ensure_cjk_font(session: nox.Session) -> None:
+    """The Chinese edition's figures need a CJK font for matplotlib: Debian's fonts-noto-cjk."""
+    if "FONT-OK" in str(session.run("python", "-c", FONT_PROBE, silent=True, success_codes=[0, 1])):
+        return
+    apt = shutil.which("apt-get")
+    if apt and os.geteuid() == 0:
+        session.log("no CJK font for the Chinese figures: installing Debian's fonts-noto-cjk")
+        cmd = [apt, "install", "-y", "-q", "fonts-noto-cjk"]
+        if subprocess.run(cmd).returncode != 0:  # a fresh machine needs its package lists
+            subprocess.run([apt, "update", "-q"])
+            subprocess.run(cmd)
+    session.run("python", "-c", FONT_PROBE, silent=True)  # fails with FontError's advice
+
+
 HOROVOD = "horovod==0.28.1"
 # Horovod built for MXNet with Gloo as its only transport: no MPI, no TensorFlow, no PyTorch.
 HOROVOD_BUILD_ENV = {
@@ -225,6 +242,7 @@ def docs(session: nox.Session) -> None:
     install(session, "docs")
     ensure_horovod(session)  # the Horovod chapter runs horovodrun
     ensure_data(session)
+    ensure_cjk_font(session)  # the Chinese figures are drawn while the chapters execute
     timings = {}
     start = time.perf_counter()
     sphinx(session, "en", BUILD / "html" / "en")

@@ -98,5 +98,8 @@ mgpu_per_language = {
         "project": "mgpu：用 MXNet 进行数据并行训练",
         "html_title": "mgpu：用 MXNet 进行数据并行训练",
         "html_search_language": "zh",
+        # The footer: sphinx-book-theme's "By {author}" and pydata's "© Copyright {copyright}".
+        "author": "mgpu 项目组",
+        "copyright": "2026，mgpu 项目组",
     },
 }

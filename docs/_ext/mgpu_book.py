@@ -12,6 +12,8 @@
 - **Notebook downloads.** Each executed page offers its notebook, with outputs, for download.
 - **Per-language settings** (``mgpu_per_language``), and the Chinese search's stemmer on the
   Sphinx versions whose JavaScript search asks for a ``ChineseStemmer`` that does not exist.
+- **One edition's figures.** ``{only}`` blocks of the other edition are dropped when a page is
+  read, so that its hidden figures take no figure numbers.
 """
 
 from __future__ import annotations
@@ -171,6 +173,24 @@ def _fix_chinese_search(app: Sphinx, config: Config) -> None:
     app.add_search_language(SearchChineseEnglishStemmer)
 
 
+# --- each edition numbers only its own figures ------------------------------------------------
+def _drop_other_editions(app: Sphinx, doctree: Any) -> None:
+    """Resolve the ``{only}`` blocks against the edition's tags as soon as a page is read.
+
+    Sphinx resolves ``only`` nodes when it writes a page, but it numbers the figures earlier,
+    from the doctrees as read: a page that holds an English and a Chinese copy of each figure
+    (``{only} not lang_zh_CN`` / ``{only} lang_zh_CN``) numbered both, so the Chinese edition's
+    figures were 2, 4, 6. Resolving them here (``sphinx.util.nodes.process_only_nodes``, what
+    the writers call) leaves each edition only its own figures to number. The gettext builder
+    keeps both, so that the catalogs see every block.
+    """
+    if app.builder.format != "html":
+        return
+    from sphinx.util.nodes import process_only_nodes
+
+    process_only_nodes(doctree, app.builder.tags)
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("mgpu_package_dir", "", "env", types=(str,))
     app.add_config_value("mgpu_page_data", {}, "env", types=(dict,))
@@ -182,6 +202,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", _per_language)
     app.connect("config-inited", _fix_chinese_search)  # after _per_language
     app.connect("source-read", _note_data_dependencies)
+    app.connect("doctree-read", _drop_other_editions)
     app.connect("html-page-context", _offer_notebook, priority=400)  # before the theme's buttons
     app.connect("build-finished", _copy_notebooks)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

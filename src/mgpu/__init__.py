@@ -52,6 +52,7 @@ from mgpu.data import (
 from mgpu.devices import (
     DeviceError,
     devices,
+    hardware_in,
     hardware_summary,
     num_gpus,
     parse_devices,
@@ -174,6 +175,7 @@ __all__ = [
     "glue",
     "gradient_shapes",
     "gluon_step",
+    "hardware_in",
     "hardware_summary",
     "horovod_available",
     "iter_batches",

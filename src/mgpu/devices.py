@@ -20,6 +20,7 @@ from mgpu._mx import mx
 __all__ = [
     "DeviceError",
     "devices",
+    "hardware_in",
     "hardware_summary",
     "num_gpus",
     "parse_devices",
@@ -161,13 +162,41 @@ def _cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
-def hardware_summary() -> str:
+def hardware_summary(lang: str = "en") -> str:
     """One line naming the hardware and MXNet build, printed beside every measured figure.
 
+    ``lang="zh"`` gives the same line in Chinese (see :func:`hardware_in`).
+
     >>> "mxnet 1.9" in hardware_summary()
+    True
+    >>> "个核心" in hardware_summary("zh")
     True
     """
     gpus = num_gpus()
     cores = os.cpu_count() or 1
     what = f"{gpus} GPU(s)" if gpus else "no GPU"
-    return f"{_cpu_name()}, {cores} cores, {what}; mxnet {mx.__version__}"
+    return hardware_in(f"{_cpu_name()}, {cores} cores, {what}; mxnet {mx.__version__}", lang)
+
+
+_HARDWARE = re.compile(r"^(?P<cpu>.*), (?P<cores>\d+) cores, (?:no GPU|(?P<gpus>\d+) GPU\(s\)); "
+                       r"mxnet (?P<mxnet>\S+)$")
+
+
+def hardware_in(summary: str, lang: str) -> str:
+    """A line of :func:`hardware_summary` (in English, e.g. read from a results file) in ``lang``.
+
+    >>> hardware_in("Xeon, 2 cores, no GPU; mxnet 1.9.1", "zh")
+    'Xeon，2 个核心，无 GPU；mxnet 1.9.1'
+    >>> hardware_in("Xeon, 8 cores, 2 GPU(s); mxnet 1.9.1", "zh")
+    'Xeon，8 个核心，2 个 GPU；mxnet 1.9.1'
+    """
+    if lang not in ("en", "zh"):
+        raise ValueError(f"lang must be 'en' or 'zh', got {lang!r}")
+    if lang == "en":
+        return summary
+    found = _HARDWARE.match(summary)
+    if found is None:
+        raise ValueError(f"summary must be a line of mgpu.hardware_summary() (\"<cpu>, <n> cores, "
+                         f"no GPU; mxnet <version>\"), got {summary!r}: pass that line unchanged")
+    gpus = f"{found['gpus']} 个 GPU" if found["gpus"] else "无 GPU"
+    return f"{found['cpu']}，{found['cores']} 个核心，{gpus}；mxnet {found['mxnet']}"

@@ -81,3 +81,84 @@ def test_search_chinese(page, site_url):
     assert {"multi-device-scratch", "multi-device-gluon"} <= found, found
     found = _search(page, site_url, "zh_CN", "数据并行")
     assert "preface" in found, found
+
+
+CJK = "[\u4e00-\u9fff]"
+
+
+def _figures(page, url):
+    """``(alt, src)`` of every figure image of a page, in page order."""
+    _open(page, url)
+    return page.eval_on_selector_all(
+        "article figure img", "els => els.map(e => [e.getAttribute('alt') || '', e.currentSrc])")
+
+
+@pytest.mark.parametrize("name", ["multi-device-gluon", "performance"])
+def test_chinese_figures_are_the_chinese_ones(page, site_url, name):
+    """The Chinese page shows the figures drawn with Chinese words, not the English PNGs."""
+    import re
+
+    en = _figures(page, f"{site_url}/en/{name}.html")
+    zh = _figures(page, f"{site_url}/zh_CN/{name}.html")
+    assert zh and len(zh) == len(en), f"figures: {len(en)} in English, {len(zh)} in Chinese"
+    for (alt_en, src_en), (alt_zh, src_zh) in zip(en, zh, strict=True):
+        assert re.search(CJK, alt_zh), f"the Chinese figure's alt text is not Chinese: {alt_zh!r}"
+        assert not re.search(CJK, alt_en), f"the English figure's alt text is Chinese: {alt_en!r}"
+        png_en = page.request.get(src_en).body()
+        png_zh = page.request.get(src_zh).body()
+        assert png_en != png_zh, f"the Chinese page shows the English image {src_en}"
+    # Each edition numbers only its own figures: the same numbers in both (hidden copies in
+    # `{only}` blocks take none).
+    numbers = {}
+    for lang in LANGS:
+        _open(page, f"{site_url}/{lang}/{name}.html")
+        numbers[lang] = [re.sub(r"[^0-9.]", "", n).strip(".") for n in page.eval_on_selector_all(
+            "article figure .caption-number", "els => els.map(e => e.textContent)")]
+    assert numbers["en"] == numbers["zh_CN"] and len(set(numbers["en"])) == len(en), numbers
+
+
+def test_chinese_result_table_has_chinese_headers(page, site_url):
+    """A result table of the Chinese edition: its headers and rows are Chinese, its values glued."""
+    import re
+
+    _open(page, f"{site_url}/zh_CN/multi-device-gluon.html")
+    tables = page.locator("article table")
+    assert tables.count() > 0, "no table on the page"
+    found = None
+    for i in range(tables.count()):
+        table = tables.nth(i)
+        if table.locator(".pasted-text").count() >= 8:  # the results table: glued values
+            found = table
+            break
+    assert found is not None, "no result table with glued values"
+    headers = found.locator("th").all_inner_texts()
+    assert headers and all(re.search(CJK, h) for h in headers if re.search("[A-Za-z]{3}", h)), \
+        f"English headers in the Chinese table: {headers}"
+    assert sum(bool(re.search(CJK, h)) for h in headers) >= len(headers) // 2, headers
+    first_column = [r.strip() for r in found.locator("tbody tr td:first-child").all_inner_texts()]
+    assert all(re.search(CJK, c) for c in first_column), first_column
+
+
+@pytest.mark.parametrize("name", ["multi-device-gluon", "heterogeneous", "auto-parallelism"])
+def test_chinese_outputs_carry_no_english_sentences(page, site_url, name):
+    """The rendered outputs of a Chinese page (glued text, figure captions) are Chinese: no run
+    of four or more English words."""
+    import re
+
+    _open(page, f"{site_url}/zh_CN/{name}.html")
+    texts = page.eval_on_selector_all(
+        "article .pasted-text, article figcaption",
+        "els => els.map(e => e.innerText)")
+    sentence = re.compile(r"\b[A-Za-z]{2,}(?:[ ,]+[a-z]{2,}){3,}")
+    english = [t for t in texts if sentence.search(t.replace("ResNet-18", ""))]
+    assert not english, f"English in the Chinese page's outputs: {english[:3]}"
+
+
+def test_chinese_theme_labels(page, site_url):
+    """The light/dark switcher and the footer's author line are Chinese in the Chinese edition."""
+    _open(page, f"{site_url}/zh_CN/index.html")
+    label = page.locator(".theme-switch-button").first.get_attribute("aria-label")
+    assert label == "颜色模式", label
+    footer = page.locator("footer.bd-footer-content").first.inner_text()
+    assert "mgpu 项目组" in footer and "版权所有" in footer, footer
+    assert not any(w in footer for w in ("authors", "By ", "Copyright")), footer
