@@ -17,6 +17,7 @@ One module per concept; every public name is also available as ``mgpu.<name>``:
 - :mod:`mgpu.launch`: a local MXNet parameter-server cluster (several "machines" on one host),
   with the standard library only.
 - :mod:`mgpu.dist`: the book's worker programs for such a cluster.
+- :mod:`mgpu.kvprobe`: looking inside MXNet's KVStore (owners, servers, bytes on the wire).
 - :mod:`mgpu.book`: how the chapters tie their sentences to the measurements.
 - :mod:`mgpu.plot`: training curves and bar charts (imported on first use: needs matplotlib).
 """
@@ -76,6 +77,15 @@ from mgpu.horovod import (
     horovod_available,
     run_horovod,
     train_horovod,
+)
+from mgpu.kvprobe import (
+    device_owners,
+    push_pull_traffic,
+    reduce_timeline,
+    server_shares,
+    socket_bytes,
+    step_timeline,
+    train_traffic,
 )
 from mgpu.launch import (
     ClusterError,
@@ -161,6 +171,7 @@ __all__ = [
     "data_dirs",
     "descendants",
     "device_speeds",
+    "device_owners",
     "devices",
     "draw_allreduce",
     "draw_engine_queues",
@@ -191,7 +202,9 @@ __all__ = [
     "positive_number",
     "push_pull_demo",
     "push_pull_timing",
+    "push_pull_traffic",
     "read_idx",
+    "reduce_timeline",
     "require",
     "resnet18_28",
     "ring_allreduce",
@@ -199,14 +212,18 @@ __all__ = [
     "run_local_cluster",
     "running",
     "scratch_step",
+    "server_shares",
     "sgd",
+    "socket_bytes",
     "split_and_load",
     "split_sizes",
     "step_time",
+    "step_timeline",
     "train",
     "train_demo",
     "train_fresh",
     "train_horovod",
+    "train_traffic",
     "try_all_gpus",
     "try_gpu",
     "worker_shard",

@@ -7,9 +7,10 @@ that; this entry point does: every argument is a plain word. Values are Python l
 ``0.2``, ``"(2, 3)"``) or, failing that, strings; dashes in names become underscores.
 
 Programs: ``train_demo``, ``push_pull_demo`` and ``push_pull_timing`` (:mod:`mgpu.dist`, for a
-parameter-server cluster), ``hvd_train``, ``hvd_allreduce`` and ``hvd_allreduce_timing``
-(``train_demo``, ``allreduce_demo`` and ``allreduce_timing`` of :mod:`mgpu.horovod`, under
-``horovodrun``).
+parameter-server cluster), ``kv_reduce_timeline``, ``kv_step_timeline``,
+``kv_push_pull_traffic`` and ``kv_train_traffic`` (:mod:`mgpu.kvprobe`), ``hvd_train``,
+``hvd_allreduce`` and ``hvd_allreduce_timing`` (``train_demo``, ``allreduce_demo`` and
+``allreduce_timing`` of :mod:`mgpu.horovod`, under ``horovodrun``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,10 @@ PROGRAMS = {
     "train_demo": ("mgpu.dist", "train_demo"),
     "push_pull_demo": ("mgpu.dist", "push_pull_demo"),
     "push_pull_timing": ("mgpu.dist", "push_pull_timing"),
+    "kv_reduce_timeline": ("mgpu.kvprobe", "reduce_timeline"),
+    "kv_step_timeline": ("mgpu.kvprobe", "step_timeline"),
+    "kv_push_pull_traffic": ("mgpu.kvprobe", "push_pull_traffic"),
+    "kv_train_traffic": ("mgpu.kvprobe", "train_traffic"),
     "hvd_train": ("mgpu.horovod", "train_demo"),
     "hvd_allreduce": ("mgpu.horovod", "allreduce_demo"),
     "hvd_allreduce_timing": ("mgpu.horovod", "allreduce_timing"),

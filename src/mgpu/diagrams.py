@@ -122,8 +122,8 @@ _CATEGORY_COLOR = {"compute": "#74c476", "copy": "#6baed6", "sum": "#fd8d3c", "s
 # What the engine did, by operator name (the rest is forward and backward computation).
 _SUM_OPS = {"add_n", "ElementwiseSum", "amp_multicast", "KVStoreReduce", "_grad_add",
             "broadcast_add", "elemwise_add", "_plus"}
-_UPDATE_OPS = {"sgd_update", "sgd_mom_update", "_mul_scalar", "_div_scalar", "broadcast_sub",
-               "elemwise_sub", "_minus", "SetValueOp"}
+_UPDATE_OPS = {"sgd_update", "sgd_mom_update", "multi_sgd_update", "_mul_scalar", "_div_scalar",
+               "broadcast_sub", "elemwise_sub", "_minus", "SetValueOp"}
 _ENGINE_OPS = {"DeleteVariable", "WaitForVar", "WaitForAll"}
 
 
