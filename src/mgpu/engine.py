@@ -210,8 +210,8 @@ def draw_queue_memory(runs: Sequence[QueueRun], lang: str = "en", title: str = "
     dotted line where Python had pushed its last step.
 
     >>> run = QueueRun(False, 2, 4.0, 0.1, 1.0, 100.0, 108.0, [(0.0, 100.0), (0.5, 108.0)])
-    >>> fig = draw_queue_memory([run]); len(fig.axes[0].lines)
-    2
+    >>> fig = draw_queue_memory([run]); len(fig.axes[0].lines)  # the run, its marker, the legend's
+    3
     """
     from mgpu.diagrams import cjk_font
     from mgpu.plot import _figure
