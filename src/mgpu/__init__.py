@@ -10,6 +10,7 @@ One module per concept; every public name is also available as ``mgpu.<name>``:
 - :mod:`mgpu.step`: one data-parallel training step, for from-scratch and Gluon models.
 - :mod:`mgpu.train`: the training loop, evaluation and each worker's data shard.
 - :mod:`mgpu.timing`: timing asynchronous work; step times and device speeds.
+- :mod:`mgpu.engine`: the engine's threads and the memory a long queue holds, in fresh processes.
 - :mod:`mgpu.fresh`: training in a fresh process, for settings MXNet reads once at start-up.
 - :mod:`mgpu.hetero`: a co-tenant job that makes one device slower.
 - :mod:`mgpu.checks`: checks of user input, with errors that say what to fix.
@@ -69,6 +70,14 @@ from mgpu.diagrams import (
     draw_step,
 )
 from mgpu.dist import params_checksum, push_pull_demo, push_pull_timing, train_demo
+from mgpu.engine import (
+    QueueRun,
+    draw_queue_memory,
+    queue_memory,
+    resident_mb,
+    thread_census,
+    thread_count,
+)
 from mgpu.fresh import MODELS, train_fresh
 from mgpu.hetero import CoTenant
 from mgpu.horovod import (
@@ -156,6 +165,7 @@ __all__ = [
     "NonFiniteLossError",
     "PortInUseError",
     "ProcessResult",
+    "QueueRun",
     "SplitError",
     "Step",
     "Traffic",
@@ -176,6 +186,7 @@ __all__ = [
     "draw_allreduce",
     "draw_engine_queues",
     "draw_parameter_server",
+    "draw_queue_memory",
     "draw_step",
     "engine_timeline",
     "evaluate_accuracy",
@@ -203,9 +214,11 @@ __all__ = [
     "push_pull_demo",
     "push_pull_timing",
     "push_pull_traffic",
+    "queue_memory",
     "read_idx",
     "reduce_timeline",
     "require",
+    "resident_mb",
     "resnet18_28",
     "ring_allreduce",
     "run_horovod",
@@ -219,6 +232,8 @@ __all__ = [
     "split_sizes",
     "step_time",
     "step_timeline",
+    "thread_census",
+    "thread_count",
     "train",
     "train_demo",
     "train_fresh",
