@@ -17,6 +17,8 @@ One module per concept; every public name is also available as ``mgpu.<name>``:
 - :mod:`mgpu.launch`: a local MXNet parameter-server cluster (several "machines" on one host),
   with the standard library only.
 - :mod:`mgpu.dist`: the book's worker programs for such a cluster.
+- :mod:`mgpu.largebatch`: learning-rate rules for large batches, and BatchNorm over per-device
+  ("ghost") batches.
 - :mod:`mgpu.book`: how the chapters tie their sentences to the measurements.
 - :mod:`mgpu.plot`: training curves and bar charts (imported on first use: needs matplotlib).
 """
@@ -76,6 +78,15 @@ from mgpu.horovod import (
     run_horovod,
     train_horovod,
 )
+from mgpu.largebatch import (
+    RULES,
+    Curves,
+    GhostBatchNorm,
+    average_ghost_statistics,
+    scaled_lr,
+    train_schedule,
+    with_ghost_batch_norm,
+)
 from mgpu.launch import (
     ClusterError,
     ClusterResult,
@@ -125,6 +136,7 @@ __all__ = [
     "LENET_SHAPES",
     "MODELS",
     "SMALL_TENSOR",
+    "RULES",
     "Benchmark",
     "ClaimError",
     "Budget",
@@ -132,12 +144,14 @@ __all__ = [
     "ClusterResult",
     "ClusterTimeout",
     "CoTenant",
+    "Curves",
     "DataError",
     "Dataset",
     "DeviceError",
     "EngineEvent",
     "FontError",
     "FusedAllreduce",
+    "GhostBatchNorm",
     "History",
     "HorovodError",
     "HorovodResult",
@@ -151,6 +165,7 @@ __all__ = [
     "allreduce",
     "allreduce_many",
     "allreduce_scatter_gather",
+    "average_ghost_statistics",
     "average_running_statistics",
     "budget",
     "check_devices",
@@ -196,6 +211,7 @@ __all__ = [
     "run_horovod",
     "run_local_cluster",
     "running",
+    "scaled_lr",
     "scratch_step",
     "sgd",
     "split_and_load",
@@ -205,8 +221,10 @@ __all__ = [
     "train_demo",
     "train_fresh",
     "train_horovod",
+    "train_schedule",
     "try_all_gpus",
     "try_gpu",
+    "with_ghost_batch_norm",
     "worker_shard",
 ]
 
