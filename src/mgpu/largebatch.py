@@ -8,7 +8,7 @@
   and variance, exactly what plain BatchNorm does on ``groups`` devices that each hold one group;
   :func:`with_ghost_batch_norm` puts it in place of every BatchNorm of a network, and
   :func:`average_ghost_statistics` averages the groups' running statistics, as
-  :func:`mgpu.average_running_statistics` averages those of the devices.
+  :func:`~mgpu.step.average_running_statistics` averages those of the devices.
 """
 
 from __future__ import annotations
@@ -144,11 +144,10 @@ class GhostBatchNorm(nn.HybridBlock):
     its own mean and variance per channel, and each slice updates its own running statistics:
     ``running_mean`` and ``running_var`` hold ``groups`` blocks of ``channels`` values, one after
     the other (flat, so that the BatchNorm operator updates them in place also when the block is
-    hybridized). In
-    prediction, each slice is normalised with its own row. This is plain BatchNorm on ``groups``
-    devices, computed on one device; ``groups=1`` normalises over the whole batch, which is what
-    ``SyncBatchNorm`` computes across devices. Hoffer et al. (2017) call the slices *ghost
-    batches*.
+    hybridized). In prediction, each slice is normalised with its own running statistics. This is
+    plain BatchNorm on ``groups`` devices, computed on one device; ``groups=1`` normalises over
+    the whole batch, which is what ``SyncBatchNorm`` computes across devices. Hoffer et al. (2017)
+    call the slices *ghost batches*.
 
     >>> bn = GhostBatchNorm(channels=3, groups=2); bn.initialize()
     >>> x = nd.array(np.arange(24).reshape(4, 3, 2, 1))
@@ -177,6 +176,7 @@ class GhostBatchNorm(nn.HybridBlock):
                                                differentiable=False)
 
     def hybrid_forward(self, F, x, gamma, beta, running_mean, running_var):  # noqa: N803
+        """Normalise ``x`` slice by slice (``F`` is ``mx.nd`` or ``mx.sym``)."""
         g = self.groups
         # (N, C, H, W) -> (g, N/g, C, H, W) -> (N/g, g, C, H, W) -> (N/g, g*C, H, W): channel c
         # of slice i becomes channel i*C + c, and BatchNorm normalises every channel on its own.
@@ -196,7 +196,7 @@ def with_ghost_batch_norm(net: gluon.HybridBlock, groups: int) -> int:
     ``net`` must be initialised and have seen a batch (so that every layer knows its channels);
     each new layer starts from the old one's ``gamma``, ``beta`` and running statistics (copied
     to every group) on the same devices. The BatchNorm layers must sit in ``HybridSequential``
-    containers, as in :func:`mgpu.resnet18_28`. Returns how many layers were replaced.
+    containers, as in :func:`~mgpu.models.resnet18_28`. Returns how many layers were replaced.
 
     >>> net = mx.gluon.nn.HybridSequential()
     >>> net.add(mx.gluon.nn.Conv2D(4, 3), mx.gluon.nn.BatchNorm(), mx.gluon.nn.Dense(2))
@@ -247,7 +247,7 @@ def with_ghost_batch_norm(net: gluon.HybridBlock, groups: int) -> int:
 def average_ghost_statistics(net: gluon.Block) -> int:
     """Set every group's running statistics to the mean over the groups; return how many layers.
 
-    The counterpart for :class:`GhostBatchNorm` of :func:`mgpu.average_running_statistics`.
+    The counterpart for :class:`GhostBatchNorm` of :func:`~mgpu.step.average_running_statistics`.
 
     >>> bn = GhostBatchNorm(channels=2, groups=2); bn.initialize()
     >>> bn.running_mean.set_data(nd.array([0, 1, 2, 3]))  # group 0: [0, 1], group 1: [2, 3]
