@@ -19,6 +19,8 @@ One module per concept; every public name is also available as ``mgpu.<name>``:
   with the standard library only.
 - :mod:`mgpu.dist`: the book's worker programs for such a cluster.
 - :mod:`mgpu.kvprobe`: looking inside MXNet's KVStore (owners, servers, bytes on the wire).
+- :mod:`mgpu.largebatch`: learning-rate rules for large batches, and BatchNorm over per-device
+  ("ghost") batches.
 - :mod:`mgpu.book`: how the chapters tie their sentences to the measurements.
 - :mod:`mgpu.plot`: training curves and bar charts (imported on first use: needs matplotlib).
 """
@@ -95,6 +97,14 @@ from mgpu.kvprobe import (
     socket_bytes,
     step_timeline,
     train_traffic,
+from mgpu.largebatch import (
+    RULES,
+    Curves,
+    GhostBatchNorm,
+    average_ghost_statistics,
+    scaled_lr,
+    train_schedule,
+    with_ghost_batch_norm,
 )
 from mgpu.launch import (
     ClusterError,
@@ -145,6 +155,7 @@ __all__ = [
     "LENET_SHAPES",
     "MODELS",
     "SMALL_TENSOR",
+    "RULES",
     "Benchmark",
     "ClaimError",
     "Budget",
@@ -152,12 +163,14 @@ __all__ = [
     "ClusterResult",
     "ClusterTimeout",
     "CoTenant",
+    "Curves",
     "DataError",
     "Dataset",
     "DeviceError",
     "EngineEvent",
     "FontError",
     "FusedAllreduce",
+    "GhostBatchNorm",
     "History",
     "HorovodError",
     "HorovodResult",
@@ -172,6 +185,7 @@ __all__ = [
     "allreduce",
     "allreduce_many",
     "allreduce_scatter_gather",
+    "average_ghost_statistics",
     "average_running_statistics",
     "budget",
     "check_devices",
@@ -224,6 +238,7 @@ __all__ = [
     "run_horovod",
     "run_local_cluster",
     "running",
+    "scaled_lr",
     "scratch_step",
     "server_shares",
     "sgd",
@@ -239,8 +254,10 @@ __all__ = [
     "train_fresh",
     "train_horovod",
     "train_traffic",
+    "train_schedule",
     "try_all_gpus",
     "try_gpu",
+    "with_ghost_batch_norm",
     "worker_shard",
 ]
 
