@@ -97,6 +97,7 @@ from mgpu.kvprobe import (
     socket_bytes,
     step_timeline,
     train_traffic,
+)
 from mgpu.largebatch import (
     RULES,
     Curves,
