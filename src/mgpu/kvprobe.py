@@ -113,7 +113,8 @@ def socket_bytes(pid: int | None = None) -> dict[str, list[int]]:
     lines = subprocess.run([ss, "-tinpH"], capture_output=True, text=True, check=True,
                            timeout=30).stdout.splitlines()
     found: dict[str, list[int]] = {}
-    for line, info in zip(lines, [*lines[1:], ""], strict=True):
+    for i, line in enumerate(lines):  # ss prints each socket's statistics on the next line
+        info = lines[i + 1] if i + 1 < len(lines) else ""
         m = _SOCKET.match(line)
         if not m or int(m.group(3)) != pid:
             continue
