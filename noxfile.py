@@ -1,7 +1,10 @@
-"""Sessions for the mgpu book: tests, docs (the book), lint, i18n, bench, browser.
+"""Sessions for the mgpu book: tests, docs (the book), lint, i18n, bench, browser, site, serve,
+lock.
 
 Every session provisions what it needs on a fresh machine: the right MXNet build (the ``gpu``
-extra when ``nvidia-smi`` sees a GPU, else ``cpu``) and the Fashion-MNIST files.
+extra when ``nvidia-smi`` sees a GPU, else ``cpu``) and the Fashion-MNIST files. Every session
+installs the versions pinned in ``constraints.txt`` (``nox -s lock`` refreshes them), with uv
+when it is installed (``pip install 'nox[uv]'``), else with pip.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from pathlib import Path
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
+# uv creates the venvs and installs into them when it is there, else virtualenv and pip.
+nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "tests", "docs"]
 nox.needs_version = ">=2024.3.2"
 
@@ -22,6 +27,11 @@ ROOT = Path(__file__).parent
 DOCS = ROOT / "docs"
 BUILD = DOCS / "_build"
 PYTHON = "3.11"
+# Every version every session installs: `nox -s lock` writes it from pyproject.toml's ranges.
+LOCK = ROOT / "constraints.txt"
+# The extras the lock covers (all but gpu: mxnet-cu112 cannot be resolved on a CPU-only machine).
+LOCKED_EXTRAS = ("cpu", "docs", "test", "lint", "plot", "browser", "horovod", "serve", "site",
+                 "lock")
 
 
 def mxnet_extra() -> str:
@@ -34,8 +44,13 @@ def mxnet_extra() -> str:
     return "cpu"
 
 
+def pinned(session: nox.Session, *args: str) -> None:
+    """``pip install`` (or ``uv pip install``) with the versions of ``constraints.txt``."""
+    session.install("-c", str(LOCK), *args)
+
+
 def install(session: nox.Session, *extras: str) -> None:
-    session.install("-e", f".[{','.join([mxnet_extra(), *extras])}]")
+    pinned(session, "-e", f".[{','.join([mxnet_extra(), *extras])}]")
 
 
 PROBE = """
@@ -72,6 +87,27 @@ def ensure_data(session: nox.Session) -> None:
         )
 
 
+def apt_install(cmd: list[str]) -> None:
+    """Run ``apt-get install ...``; on failure refresh the package lists and try once more."""
+    if subprocess.run(cmd).returncode != 0:  # a fresh machine needs its package lists
+        subprocess.run([cmd[0], "update", "-q"])
+        subprocess.run(cmd)
+
+
+def ensure_cjk_fonts(session: nox.Session) -> None:
+    """Debian's fonts-noto-cjk, for Chinese figures and pages, installed on its own as root."""
+    fc_list = shutil.which("fc-list")
+    if fc_list and "CJK" in subprocess.run([fc_list, ":lang=zh"], capture_output=True,
+                                           text=True).stdout:
+        return
+    apt = shutil.which("apt-get")
+    if apt and os.geteuid() == 0:
+        session.log("installing Debian's fonts-noto-cjk (Chinese figures and pages)")
+        apt_install([apt, "install", "-y", "-q", "--no-install-recommends", "fonts-noto-cjk"])
+    else:
+        session.log("no CJK font found: install fonts-noto-cjk (Debian) for the Chinese edition")
+
+
 HOROVOD = "horovod==0.28.1"
 # Horovod built for MXNet with Gloo as its only transport: no MPI, no TensorFlow, no PyTorch.
 HOROVOD_BUILD_ENV = {
@@ -103,7 +139,7 @@ def ensure_horovod(session: nox.Session) -> None:
         session.log(f"{HOROVOD}: already in this venv, not rebuilt")
         return
     start = time.perf_counter()
-    session.install("-e", f".[{mxnet_extra()},horovod]")
+    pinned(session, "-e", f".[{mxnet_extra()},horovod]", "pip")  # uv's venvs have no pip
     tag = subprocess.run(
         [python, "-c", "import mxnet, sys, sysconfig; print(f'mxnet-{mxnet.__version__}-py"
          "{sys.version_info[0]}{sys.version_info[1]}-{sysconfig.get_platform()}')"],
@@ -188,16 +224,37 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """Ruff over the package, the tests, the docs' Python and this file."""
-    session.install("ruff>=0.5")
+    pinned(session, "ruff")
     session.run("ruff", "check", "src", "tests", "bench", "docs/conf.py", "docs/_ext",
-                "docs/check_translations.py", "noxfile.py")
+                "docs/check_translations.py", "docs/serve.py", "noxfile.py")
 
 
-def sphinx(session: nox.Session, language: str, outdir: Path, *extra: str) -> None:
+def sphinx(session: nox.Session, language: str, *extra: str) -> None:
+    """One edition into ``docs/_build/sphinx/<language>`` (its doctrees beside, not inside)."""
     session.run(
         "sphinx-build", "-b", "html", "-W", "--keep-going", "-n",
-        "-D", f"language={language}", str(DOCS), str(outdir), *extra,
+        "-d", str(BUILD / "doctrees" / language),
+        "-D", f"language={language}", str(DOCS), str(BUILD / "sphinx" / language), *extra,
     )
+
+
+# What the published site holds besides the editions: docs/_root's files, at its root.
+def publish(languages: tuple[str, ...]) -> Path:
+    """Assemble the published site in ``docs/_build/html`` from the editions' build directories.
+
+    Only what readers load: no doctrees, no ``jupyter_execute/``, no ``.buildinfo``. The
+    directory is rebuilt from scratch each time, so nothing stale survives in it.
+    """
+    site = BUILD / "html"
+    shutil.rmtree(site, ignore_errors=True)
+    site.mkdir(parents=True)
+    for language in languages:
+        shutil.copytree(BUILD / "sphinx" / language, site / language,
+                        ignore=shutil.ignore_patterns(".buildinfo", ".doctrees"))
+    for page in sorted((DOCS / "_root").iterdir()):
+        shutil.copyfile(page, site / page.name)
+    (site / ".nojekyll").touch()
+    return site
 
 
 def update_catalogs(session: nox.Session) -> None:
@@ -217,7 +274,8 @@ def update_catalogs(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the book in English and Chinese (executing every chapter once).
 
-    ``-- --open`` opens it in a browser. ``-- --en`` builds the English edition only.
+    ``-- --open`` serves it on http://127.0.0.1 and opens it in a browser (Ctrl-C stops the
+    server). ``-- --en`` builds the English edition only.
     """
     import time
 
@@ -225,27 +283,52 @@ def docs(session: nox.Session) -> None:
     install(session, "docs")
     ensure_horovod(session)  # the Horovod chapter runs horovodrun
     ensure_data(session)
+    ensure_cjk_fonts(session)  # the Chinese edition's figures
     timings = {}
+    languages = ("en",) if "--en" in session.posargs else ("en", "zh_CN")
     start = time.perf_counter()
-    sphinx(session, "en", BUILD / "html" / "en")
+    sphinx(session, "en")
     timings["en"] = time.perf_counter() - start
-    if "--en" not in session.posargs:
+    if "zh_CN" in languages:
         start = time.perf_counter()
         update_catalogs(session)
         session.run("python", str(DOCS / "check_translations.py"))
         # Same sources, same execution cache: the Chinese build runs no notebook again.
-        sphinx(session, "zh_CN", BUILD / "html" / "zh_CN")
+        sphinx(session, "zh_CN")
         timings["zh_CN"] = time.perf_counter() - start
-    shutil.copyfile(DOCS / "_root" / "index.html", BUILD / "html" / "index.html")
-    (BUILD / "html" / ".nojekyll").touch()
+    site = publish(languages)
     session.log("build times: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
-    index = BUILD / "html" / "index.html"
-    session.log(f"The book: {index}")
+    session.log(f"The book: {site / 'index.html'} ({site_size(site) / 1e6:.1f} MB)")
     if open_it:
-        import webbrowser
+        # Over http://, not file://: the search fetches its result summaries, which browsers
+        # refuse to do for file:// pages.
+        stop = os.environ.get("MGPU_SERVE_SECONDS")  # CI: check the server, then go on
+        session.run("python", str(DOCS / "serve.py"), "--open", str(site),
+                    *(["--stop-after", stop] if stop else []))
 
-        if not webbrowser.open(index.as_uri()):
-            session.log(f"No browser found here: open {index} yourself.")
+
+def site_size(site: Path) -> int:
+    """Bytes of every file under ``site``."""
+    return sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
+
+
+@nox.session(python=PYTHON)
+def serve(session: nox.Session) -> None:
+    """Rebuild the English edition on every change (docs/, src/mgpu) and serve it on 127.0.0.1.
+
+    For maintainers editing a chapter: sphinx-autobuild prints the address and reloads the
+    page after each rebuild. Extra arguments go to sphinx-autobuild (e.g. ``--port 8000``).
+    """
+    install(session, "docs", "serve")
+    ensure_horovod(session)
+    ensure_data(session)
+    ensure_cjk_fonts(session)
+    session.run(
+        "sphinx-autobuild", "-b", "html", "-n", "-d", str(BUILD / "doctrees" / "serve"),
+        "--host", "127.0.0.1", "--port", "0", "--watch", str(ROOT / "src" / "mgpu"),
+        "--ignore", str(BUILD), "--ignore", str(DOCS / "locales"),
+        *session.posargs, str(DOCS), str(BUILD / "sphinx" / "serve"),
+    )
 
 
 @nox.session(python=PYTHON)
@@ -265,16 +348,52 @@ def browser(session: nox.Session) -> None:
     apt = shutil.which("apt-get")
     if not Path(chromium).is_file() and apt and os.geteuid() == 0:
         session.log("installing Debian's chromium (Playwright's own browser download is not used)")
-        cmd = [apt, "install", "-y", "-q", "chromium", "fonts-noto-cjk"]
-        if subprocess.run(cmd).returncode != 0:  # a fresh machine needs its package lists
-            subprocess.run([apt, "update", "-q"])
-            subprocess.run(cmd)
+        apt_install([apt, "install", "-y", "-q", "chromium"])
+    ensure_cjk_fonts(session)  # Chromium may be there without them: Chinese pages need them
     if not Path(chromium).is_file():
         session.error(f"Chromium not found at {chromium}: apt-get install chromium, "
                       "or set MGPU_CHROMIUM to a Chromium binary")
     install(session, "browser")
     session.run("pytest", "-m", "browser", "tests/browser", "-q", *session.posargs)
     session.log(f"screenshots: {BUILD / 'screenshots'}")
+
+
+@nox.session(python=PYTHON)
+def site(session: nox.Session) -> None:
+    """Check the published site (run `nox -s docs` first): links, notebook zips, local server."""
+    if not (BUILD / "html" / "zh_CN" / "index.html").is_file():
+        session.error("no built site in docs/_build/html: run 'nox -s docs' first")
+    install(session, "site")
+    ensure_data(session)
+    session.run("pytest", "-m", "site", "tests/site", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lock(session: nox.Session) -> None:
+    """Refresh constraints.txt: the newest versions pyproject.toml's ranges allow.
+
+    ``-- --upgrade-package sphinx`` moves one package only. ``-- --check`` changes nothing and
+    fails if constraints.txt no longer satisfies pyproject.toml (CI runs that). Commit a new lock
+    after ``nox -s lint tests docs`` pass with it.
+    """
+    import filecmp
+    import tempfile
+
+    pinned(session, "uv")
+    extras = [arg for extra in LOCKED_EXTRAS for arg in ("--extra", extra)]
+    compile_ = ["uv", "pip", "compile", "pyproject.toml", "--python-version", PYTHON, *extras,
+                "--custom-compile-command", "nox -s lock", "--quiet"]
+    if "--check" in session.posargs:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / LOCK.name
+            shutil.copyfile(LOCK, out)  # uv keeps the pins of the existing output file
+            session.run(*compile_, "-o", str(out))
+            if not filecmp.cmp(out, LOCK, shallow=False):
+                session.error("constraints.txt does not match pyproject.toml: run 'nox -s lock' "
+                              "and commit constraints.txt")
+        session.log("constraints.txt matches pyproject.toml")
+        return
+    session.run(*compile_, "-o", str(LOCK), *(session.posargs or ["--upgrade"]))
 
 
 @nox.session(python=False)
