@@ -81,3 +81,28 @@ def test_search_chinese(page, site_url):
     assert {"multi-device-scratch", "multi-device-gluon"} <= found, found
     found = _search(page, site_url, "zh_CN", "数据并行")
     assert "preface" in found, found
+
+
+def test_code_has_copy_buttons_and_outputs_do_not(page, site_url):
+    _open(page, f"{site_url}/en/multi-device-scratch.html")
+    page.wait_for_selector(".cell_input button.copybtn", state="attached")
+    assert page.locator(".cell_input button.copybtn").count() > 0
+    assert page.locator(".cell_output button.copybtn").count() == 0
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_status_page_reports_versions_and_execution(page, site_url, lang):
+    _open(page, f"{site_url}/{lang}/status.html")
+    assert page.locator("article table").count() >= 2, "versions table and execution table"
+    assert page.locator("article").inner_text().count("1.9.1") >= 1, "MXNet's version"
+
+
+def test_missing_page_gets_the_bilingual_404(page, site_url):
+    response = page.goto(f"{site_url}/en/no-such-page.html")
+    page.console_errors.clear()  # the 404 itself is the point here
+    assert response is not None and response.status == 404
+    text = page.locator("body").inner_text()
+    assert "Page not found" in text and "页面不存在" in text
+    page.locator("a[hreflang=en]").click()
+    page.wait_for_load_state("networkidle")
+    assert page.url == f"{site_url}/en/index.html"
