@@ -9,7 +9,9 @@ when it is installed (``pip install 'nox[uv]'``), else with pip.
 
 from __future__ import annotations
 
+import filecmp
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -238,6 +240,44 @@ def sphinx(session: nox.Session, language: str, *extra: str) -> None:
     )
 
 
+# Files of an edition that no page loads: source maps (only a browser's developer tools ask for
+# them), and the themes' templates; _static/locales (the theme's catalogs) is build-time only.
+UNLOADED = ("*.map", "webpack-macros.html", "sbt-webpack-macros.html")
+STATIC_LINK = re.compile(r'((?:src|href)=")((?:\.\./)*)_static/([^"?#]+)')
+
+
+def share_static(site: Path, base: str, edition: str) -> int:
+    """Let ``edition``'s pages load the static files identical to ``base``'s from ``base``.
+
+    The editions are published side by side, and most of ``_static`` (the theme, MathJax,
+    fonts) is the same in both: ``edition`` keeps only the files of its own (its language
+    data, search stemmer, options), and its pages' ``src``/``href`` to the others point to
+    ``../<base>/_static/``. Returns the bytes saved.
+    """
+    ours, theirs = site / edition / "_static", site / base / "_static"
+    shared = {f.relative_to(ours).as_posix() for f in ours.rglob("*") if f.is_file()
+              and (theirs / f.relative_to(ours)).is_file()
+              and filecmp.cmp(f, theirs / f.relative_to(ours), shallow=False)}
+    for page in (site / edition).rglob("*.html"):
+        depth = len(page.relative_to(site / edition).parts) - 1
+
+        def point(m: re.Match, depth: int = depth) -> str:
+            if len(m.group(2)) // 3 != depth or m.group(3) not in shared:
+                return m.group(0)
+            return f"{m.group(1)}{'../' * (depth + 1)}{base}/_static/{m.group(3)}"
+
+        text = page.read_text("utf-8")
+        page.write_text(STATIC_LINK.sub(point, text), "utf-8")
+    saved = 0
+    for name in shared:
+        saved += (ours / name).stat().st_size
+        (ours / name).unlink()
+    for folder in sorted((d for d in ours.rglob("*") if d.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    return saved
+
+
 # What the published site holds besides the editions: docs/_root's files, at its root.
 def publish(languages: tuple[str, ...]) -> Path:
     """Assemble the published site in ``docs/_build/html`` from the editions' build directories.
@@ -250,7 +290,12 @@ def publish(languages: tuple[str, ...]) -> Path:
     site.mkdir(parents=True)
     for language in languages:
         shutil.copytree(BUILD / "sphinx" / language, site / language,
-                        ignore=shutil.ignore_patterns(".buildinfo", ".doctrees"))
+                        ignore=shutil.ignore_patterns(".buildinfo", ".doctrees", *UNLOADED))
+        shutil.rmtree(site / language / "_static" / "locales", ignore_errors=True)
+    if "en" in languages:
+        for language in languages:
+            if language != "en":
+                share_static(site, "en", language)
     for page in sorted((DOCS / "_root").iterdir()):
         shutil.copyfile(page, site / page.name)
     (site / ".nojekyll").touch()
