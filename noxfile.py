@@ -408,7 +408,7 @@ def site(session: nox.Session) -> None:
     """Check the published site (run `nox -s docs` first): links, notebook zips, local server."""
     if not (BUILD / "html" / "zh_CN" / "index.html").is_file():
         session.error("no built site in docs/_build/html: run 'nox -s docs' first")
-    install(session, "site")
+    install(session, "plot", "site")  # what a reader of the notebooks installs
     ensure_data(session)
     session.run("pytest", "-m", "site", "tests/site", "-q", *session.posargs)
 

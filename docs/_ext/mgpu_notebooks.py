@@ -405,9 +405,10 @@ def _zip_readme(language: str) -> str:
     if language.startswith("zh"):
         return ("# mgpu 的记事本\n\n在 `notebooks/` 目录中用 Jupyter 打开它们。"
                 "它们需要 Python 3.11 和软件包 `mgpu`"
-                "（`pip install -e '.[cpu]'`，在本书的代码仓库中）。\n")
+                "（`pip install -e '.[cpu,plot]' jupyter`，在本书的代码仓库中）。\n")
     return ("# The notebooks of mgpu\n\nOpen them in Jupyter from `notebooks/`. They need Python "
-            "3.11 and the package `mgpu` (`pip install -e '.[cpu]'` in the book's repository).\n")
+            "3.11 and the package `mgpu` (`pip install -e '.[cpu,plot]' jupyter` in the book's "
+            "repository).\n")
 
 
 def _digest_of_this_file() -> str:
