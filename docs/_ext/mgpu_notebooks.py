@@ -333,8 +333,10 @@ def notebook_from_doctree(app: Sphinx, docname: str, doctree: nodes.document,
 
 
 def _reads(cell: Any, path: str) -> bool:
-    """Whether a code cell names ``path`` or its directory (``Path("../bench/...")``)."""
-    return path in cell.source or str(Path(path).parent) in cell.source
+    """Whether a code cell names ``path``, or imports it (``bench.targets`` for
+    ``../bench/targets.py``)."""
+    module = Path(path.lstrip("./")).with_suffix("").as_posix().replace("/", ".")
+    return path in cell.source or (path.endswith(".py") and module in cell.source)
 
 
 def _files_note(app: Sphinx, files: list[str]) -> str:
