@@ -1,12 +1,17 @@
-"""Sessions for the mgpu book: tests, docs (the book), lint, i18n, bench, browser.
+"""Sessions for the mgpu book: tests, docs (the book), lint, i18n, bench, browser, site, serve,
+lock.
 
 Every session provisions what it needs on a fresh machine: the right MXNet build (the ``gpu``
-extra when ``nvidia-smi`` sees a GPU, else ``cpu``) and the Fashion-MNIST files.
+extra when ``nvidia-smi`` sees a GPU, else ``cpu``) and the Fashion-MNIST files. Every session
+installs the versions pinned in ``constraints.txt`` (``nox -s lock`` refreshes them), with uv
+when it is installed (``pip install 'nox[uv]'``), else with pip.
 """
 
 from __future__ import annotations
 
+import filecmp
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -15,6 +20,8 @@ from pathlib import Path
 import nox
 
 nox.options.reuse_existing_virtualenvs = True
+# uv creates the venvs and installs into them when it is there, else virtualenv and pip.
+nox.options.default_venv_backend = "uv|virtualenv"
 nox.options.sessions = ["lint", "tests", "docs"]
 nox.needs_version = ">=2024.3.2"
 
@@ -22,6 +29,11 @@ ROOT = Path(__file__).parent
 DOCS = ROOT / "docs"
 BUILD = DOCS / "_build"
 PYTHON = "3.11"
+# Every version every session installs: `nox -s lock` writes it from pyproject.toml's ranges.
+LOCK = ROOT / "constraints.txt"
+# The extras the lock covers (all but gpu: mxnet-cu112 cannot be resolved on a CPU-only machine).
+LOCKED_EXTRAS = ("cpu", "docs", "test", "lint", "plot", "browser", "horovod", "serve", "site",
+                 "lock")
 
 
 def mxnet_extra() -> str:
@@ -34,8 +46,13 @@ def mxnet_extra() -> str:
     return "cpu"
 
 
+def pinned(session: nox.Session, *args: str) -> None:
+    """``pip install`` (or ``uv pip install``) with the versions of ``constraints.txt``."""
+    session.install("-c", str(LOCK), *args)
+
+
 def install(session: nox.Session, *extras: str) -> None:
-    session.install("-e", f".[{','.join([mxnet_extra(), *extras])}]")
+    pinned(session, "-e", f".[{','.join([mxnet_extra(), *extras])}]")
 
 
 PROBE = """
@@ -72,21 +89,25 @@ def ensure_data(session: nox.Session) -> None:
         )
 
 
-FONT_PROBE = "import mgpu.diagrams as d; d.cjk_font(); print('FONT-OK')"
+def apt_install(cmd: list[str]) -> None:
+    """Run ``apt-get install ...``; on failure refresh the package lists and try once more."""
+    if subprocess.run(cmd).returncode != 0:  # a fresh machine needs its package lists
+        subprocess.run([cmd[0], "update", "-q"])
+        subprocess.run(cmd)
 
 
-def ensure_cjk_font(session: nox.Session) -> None:
-    """The Chinese edition's figures need a CJK font for matplotlib: Debian's fonts-noto-cjk."""
-    if "FONT-OK" in str(session.run("python", "-c", FONT_PROBE, silent=True, success_codes=[0, 1])):
+def ensure_cjk_fonts(session: nox.Session) -> None:
+    """Debian's fonts-noto-cjk, for Chinese figures and pages, installed on its own as root."""
+    fc_list = shutil.which("fc-list")
+    if fc_list and "CJK" in subprocess.run([fc_list, ":lang=zh"], capture_output=True,
+                                           text=True).stdout:
         return
     apt = shutil.which("apt-get")
     if apt and os.geteuid() == 0:
-        session.log("no CJK font for the Chinese figures: installing Debian's fonts-noto-cjk")
-        cmd = [apt, "install", "-y", "-q", "fonts-noto-cjk"]
-        if subprocess.run(cmd).returncode != 0:  # a fresh machine needs its package lists
-            subprocess.run([apt, "update", "-q"])
-            subprocess.run(cmd)
-    session.run("python", "-c", FONT_PROBE, silent=True)  # fails with FontError's advice
+        session.log("installing Debian's fonts-noto-cjk (Chinese figures and pages)")
+        apt_install([apt, "install", "-y", "-q", "--no-install-recommends", "fonts-noto-cjk"])
+    else:
+        session.log("no CJK font found: install fonts-noto-cjk (Debian) for the Chinese edition")
 
 
 HOROVOD = "horovod==0.28.1"
@@ -120,7 +141,7 @@ def ensure_horovod(session: nox.Session) -> None:
         session.log(f"{HOROVOD}: already in this venv, not rebuilt")
         return
     start = time.perf_counter()
-    session.install("-e", f".[{mxnet_extra()},horovod]")
+    pinned(session, "-e", f".[{mxnet_extra()},horovod]", "pip")  # uv's venvs have no pip
     tag = subprocess.run(
         [python, "-c", "import mxnet, sys, sysconfig; print(f'mxnet-{mxnet.__version__}-py"
          "{sys.version_info[0]}{sys.version_info[1]}-{sysconfig.get_platform()}')"],
@@ -205,16 +226,80 @@ def tests(session: nox.Session) -> None:
 @nox.session(python=PYTHON)
 def lint(session: nox.Session) -> None:
     """Ruff over the package, the tests, the docs' Python and this file."""
-    session.install("ruff>=0.5")
+    pinned(session, "ruff")
     session.run("ruff", "check", "src", "tests", "bench", "docs/conf.py", "docs/_ext",
-                "docs/check_translations.py", "noxfile.py")
+                "docs/check_translations.py", "docs/serve.py", "noxfile.py")
 
 
-def sphinx(session: nox.Session, language: str, outdir: Path, *extra: str) -> None:
+def sphinx(session: nox.Session, language: str, *extra: str) -> None:
+    """One edition into ``docs/_build/sphinx/<language>`` (its doctrees beside, not inside)."""
     session.run(
         "sphinx-build", "-b", "html", "-W", "--keep-going", "-n",
-        "-D", f"language={language}", str(DOCS), str(outdir), *extra,
+        "-d", str(BUILD / "doctrees" / language),
+        "-D", f"language={language}", str(DOCS), str(BUILD / "sphinx" / language), *extra,
     )
+
+
+# Files of an edition that no page loads: source maps (only a browser's developer tools ask for
+# them), and the themes' templates; _static/locales (the theme's catalogs) is build-time only.
+UNLOADED = ("*.map", "webpack-macros.html", "sbt-webpack-macros.html")
+STATIC_LINK = re.compile(r'((?:src|href)=")((?:\.\./)*)_static/([^"?#]+)')
+
+
+def share_static(site: Path, base: str, edition: str) -> int:
+    """Let ``edition``'s pages load the static files identical to ``base``'s from ``base``.
+
+    The editions are published side by side, and most of ``_static`` (the theme, MathJax,
+    fonts) is the same in both: ``edition`` keeps only the files of its own (its language
+    data, search stemmer, options), and its pages' ``src``/``href`` to the others point to
+    ``../<base>/_static/``. Returns the bytes saved.
+    """
+    ours, theirs = site / edition / "_static", site / base / "_static"
+    shared = {f.relative_to(ours).as_posix() for f in ours.rglob("*") if f.is_file()
+              and (theirs / f.relative_to(ours)).is_file()
+              and filecmp.cmp(f, theirs / f.relative_to(ours), shallow=False)}
+    for page in (site / edition).rglob("*.html"):
+        depth = len(page.relative_to(site / edition).parts) - 1
+
+        def point(m: re.Match, depth: int = depth) -> str:
+            if len(m.group(2)) // 3 != depth or m.group(3) not in shared:
+                return m.group(0)
+            return f"{m.group(1)}{'../' * (depth + 1)}{base}/_static/{m.group(3)}"
+
+        text = page.read_text("utf-8")
+        page.write_text(STATIC_LINK.sub(point, text), "utf-8")
+    saved = 0
+    for name in shared:
+        saved += (ours / name).stat().st_size
+        (ours / name).unlink()
+    for folder in sorted((d for d in ours.rglob("*") if d.is_dir()), reverse=True):
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    return saved
+
+
+# What the published site holds besides the editions: docs/_root's files, at its root.
+def publish(languages: tuple[str, ...]) -> Path:
+    """Assemble the published site in ``docs/_build/html`` from the editions' build directories.
+
+    Only what readers load: no doctrees, no ``jupyter_execute/``, no ``.buildinfo``. The
+    directory is rebuilt from scratch each time, so nothing stale survives in it.
+    """
+    site = BUILD / "html"
+    shutil.rmtree(site, ignore_errors=True)
+    site.mkdir(parents=True)
+    for language in languages:
+        shutil.copytree(BUILD / "sphinx" / language, site / language,
+                        ignore=shutil.ignore_patterns(".buildinfo", ".doctrees", *UNLOADED))
+        shutil.rmtree(site / language / "_static" / "locales", ignore_errors=True)
+    if "en" in languages:
+        for language in languages:
+            if language != "en":
+                share_static(site, "en", language)
+    for page in sorted((DOCS / "_root").iterdir()):
+        shutil.copyfile(page, site / page.name)
+    (site / ".nojekyll").touch()
+    return site
 
 
 def update_catalogs(session: nox.Session) -> None:
@@ -234,7 +319,8 @@ def update_catalogs(session: nox.Session) -> None:
 def docs(session: nox.Session) -> None:
     """Build the book in English and Chinese (executing every chapter once).
 
-    ``-- --open`` opens it in a browser. ``-- --en`` builds the English edition only.
+    ``-- --open`` serves it on http://127.0.0.1 and opens it in a browser (Ctrl-C stops the
+    server). ``-- --en`` builds the English edition only.
     """
     import time
 
@@ -242,28 +328,52 @@ def docs(session: nox.Session) -> None:
     install(session, "docs")
     ensure_horovod(session)  # the Horovod chapter runs horovodrun
     ensure_data(session)
-    ensure_cjk_font(session)  # the Chinese figures are drawn while the chapters execute
+    ensure_cjk_fonts(session)  # the Chinese edition's figures
     timings = {}
+    languages = ("en",) if "--en" in session.posargs else ("en", "zh_CN")
     start = time.perf_counter()
-    sphinx(session, "en", BUILD / "html" / "en")
+    sphinx(session, "en")
     timings["en"] = time.perf_counter() - start
-    if "--en" not in session.posargs:
+    if "zh_CN" in languages:
         start = time.perf_counter()
         update_catalogs(session)
         session.run("python", str(DOCS / "check_translations.py"))
         # Same sources, same execution cache: the Chinese build runs no notebook again.
-        sphinx(session, "zh_CN", BUILD / "html" / "zh_CN")
+        sphinx(session, "zh_CN")
         timings["zh_CN"] = time.perf_counter() - start
-    shutil.copyfile(DOCS / "_root" / "index.html", BUILD / "html" / "index.html")
-    (BUILD / "html" / ".nojekyll").touch()
+    site = publish(languages)
     session.log("build times: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
-    index = BUILD / "html" / "index.html"
-    session.log(f"The book: {index}")
+    session.log(f"The book: {site / 'index.html'} ({site_size(site) / 1e6:.1f} MB)")
     if open_it:
-        import webbrowser
+        # Over http://, not file://: the search fetches its result summaries, which browsers
+        # refuse to do for file:// pages.
+        stop = os.environ.get("MGPU_SERVE_SECONDS")  # CI: check the server, then go on
+        session.run("python", str(DOCS / "serve.py"), "--open", str(site),
+                    *(["--stop-after", stop] if stop else []))
 
-        if not webbrowser.open(index.as_uri()):
-            session.log(f"No browser found here: open {index} yourself.")
+
+def site_size(site: Path) -> int:
+    """Bytes of every file under ``site``."""
+    return sum(f.stat().st_size for f in site.rglob("*") if f.is_file())
+
+
+@nox.session(python=PYTHON)
+def serve(session: nox.Session) -> None:
+    """Rebuild the English edition on every change (docs/, src/mgpu) and serve it on 127.0.0.1.
+
+    For maintainers editing a chapter: sphinx-autobuild prints the address and reloads the
+    page after each rebuild. Extra arguments go to sphinx-autobuild (e.g. ``--port 8000``).
+    """
+    install(session, "docs", "serve")
+    ensure_horovod(session)
+    ensure_data(session)
+    ensure_cjk_fonts(session)
+    session.run(
+        "sphinx-autobuild", "-b", "html", "-n", "-d", str(BUILD / "doctrees" / "serve"),
+        "--host", "127.0.0.1", "--port", "0", "--watch", str(ROOT / "src" / "mgpu"),
+        "--ignore", str(BUILD), "--ignore", str(DOCS / "locales"),
+        *session.posargs, str(DOCS), str(BUILD / "sphinx" / "serve"),
+    )
 
 
 @nox.session(python=PYTHON)
@@ -283,16 +393,52 @@ def browser(session: nox.Session) -> None:
     apt = shutil.which("apt-get")
     if not Path(chromium).is_file() and apt and os.geteuid() == 0:
         session.log("installing Debian's chromium (Playwright's own browser download is not used)")
-        cmd = [apt, "install", "-y", "-q", "chromium", "fonts-noto-cjk"]
-        if subprocess.run(cmd).returncode != 0:  # a fresh machine needs its package lists
-            subprocess.run([apt, "update", "-q"])
-            subprocess.run(cmd)
+        apt_install([apt, "install", "-y", "-q", "chromium"])
+    ensure_cjk_fonts(session)  # Chromium may be there without them: Chinese pages need them
     if not Path(chromium).is_file():
         session.error(f"Chromium not found at {chromium}: apt-get install chromium, "
                       "or set MGPU_CHROMIUM to a Chromium binary")
     install(session, "browser")
     session.run("pytest", "-m", "browser", "tests/browser", "-q", *session.posargs)
     session.log(f"screenshots: {BUILD / 'screenshots'}")
+
+
+@nox.session(python=PYTHON)
+def site(session: nox.Session) -> None:
+    """Check the published site (run `nox -s docs` first): links, notebook zips, local server."""
+    if not (BUILD / "html" / "zh_CN" / "index.html").is_file():
+        session.error("no built site in docs/_build/html: run 'nox -s docs' first")
+    install(session, "plot", "site")  # what a reader of the notebooks installs
+    ensure_data(session)
+    session.run("pytest", "-m", "site", "tests/site", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def lock(session: nox.Session) -> None:
+    """Refresh constraints.txt: the newest versions pyproject.toml's ranges allow.
+
+    ``-- --upgrade-package sphinx`` moves one package only. ``-- --check`` changes nothing and
+    fails if constraints.txt no longer satisfies pyproject.toml (CI runs that). Commit a new lock
+    after ``nox -s lint tests docs`` pass with it.
+    """
+    import filecmp
+    import tempfile
+
+    pinned(session, "uv")
+    extras = [arg for extra in LOCKED_EXTRAS for arg in ("--extra", extra)]
+    compile_ = ["uv", "pip", "compile", "pyproject.toml", "--python-version", PYTHON, *extras,
+                "--custom-compile-command", "nox -s lock", "--quiet"]
+    if "--check" in session.posargs:
+        with tempfile.TemporaryDirectory() as tmp:
+            out = Path(tmp) / LOCK.name
+            shutil.copyfile(LOCK, out)  # uv keeps the pins of the existing output file
+            session.run(*compile_, "-o", str(out))
+            if not filecmp.cmp(out, LOCK, shallow=False):
+                session.error("constraints.txt does not match pyproject.toml: run 'nox -s lock' "
+                              "and commit constraints.txt")
+        session.log("constraints.txt matches pyproject.toml")
+        return
+    session.run(*compile_, "-o", str(LOCK), *(session.posargs or ["--upgrade"]))
 
 
 @nox.session(python=False)

@@ -1,7 +1,8 @@
 """Sphinx configuration of the mgpu book (English source; Chinese through gettext).
 
-Settings only: the hooks (execution cache, notebook downloads, per-language settings, the
-Chinese search's stemmer) live in the extension ``_ext/mgpu_book.py``.
+Settings only: the hooks (execution cache, per-language settings, the Chinese search's stemmer)
+live in the extension ``_ext/mgpu_book.py``, the notebook downloads in ``_ext/mgpu_notebooks.py``
+and the offline MathJax in ``_ext/mgpu_mathjax.py``.
 """
 
 from __future__ import annotations
@@ -21,11 +22,12 @@ version = ".".join(release.split(".")[:2])
 
 extensions = [
     "mgpu_book",  # _ext/mgpu_book.py
+    "mgpu_notebooks",  # _ext/mgpu_notebooks.py: clean .ipynb downloads and their zip
+    "mgpu_mathjax",  # _ext/mgpu_mathjax.py: the MathJax files the pages load, served locally
     "myst_nb",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
     "sphinx_copybutton",
-    "sphinx-mathjax-offline",  # MathJax served from _static: the book works offline
     "sphinxcontrib.bibtex",  # references.bib: every literature number cites its source
 ]
 bibtex_bibfiles = ["references.bib"]
@@ -54,6 +56,9 @@ nb_mime_priority_overrides = [("gettext", "text/markdown", None)]
 # only): the package, for every page, and data files, per page. See _ext/mgpu_book.py.
 mgpu_package_dir = "../src/mgpu"
 mgpu_page_data = {page: ["../bench/results.json"] for page in ("performance", "maintainers")}
+mgpu_page_data["status"] = ["../constraints.txt"]  # it reports the versions the build used
+# Files the downloadable notebooks read by relative path: the zip of notebooks holds them.
+mgpu_notebook_files = ["../bench/results.json", "../bench/targets.py"]
 
 # --- warnings are errors (-W -n in nox); what cannot be resolved offline is listed here ------
 nitpicky = True
@@ -86,6 +91,8 @@ html_theme_options = {
 html_last_updated_fmt = ""
 copybutton_prompt_text = r">>> |\.\.\. "
 copybutton_prompt_is_regexp = True
+# Code gets a copy button, cell outputs do not (MyST-NB wraps them in div.output).
+copybutton_selector = "div:not(.output) > div.highlight pre"
 
 # --- i18n ------------------------------------------------------------------------------------
 locale_dirs = ["locales/"]

@@ -9,7 +9,8 @@
 - **Re-reading.** A changed package re-reads every page (the config value ``mgpu_package_hash``
   rebuilds the environment); a page re-reads when one of its data files changes (a Sphinx
   dependency of that page).
-- **Notebook downloads.** Each executed page offers its notebook, with outputs, for download.
+- **Notebook downloads.** Each executed page offers its notebook, with outputs, for download
+  (written by ``_ext/mgpu_notebooks.py``).
 - **Per-language settings** (``mgpu_per_language``), and the Chinese search's stemmer on the
   Sphinx versions whose JavaScript search asks for a ``ChineseStemmer`` that does not exist.
 - **One edition's figures.** ``{only}`` blocks of the other edition are dropped when a page is
@@ -19,7 +20,6 @@
 from __future__ import annotations
 
 import hashlib
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -124,17 +124,6 @@ def _offer_notebook(app: Sphinx, pagename: str, templatename: str, context: dict
         context["ipynb_source"] = f"{pagename}.ipynb"
 
 
-def _copy_notebooks(app: Sphinx, exception: Exception | None) -> None:
-    if exception is not None or app.builder.format != "html":
-        return
-    for pagename in app.env.found_docs:
-        nb = _notebook_for(app, pagename)
-        if nb.is_file():
-            target = Path(app.outdir) / "_sources" / f"{pagename}.ipynb"
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(nb, target)
-
-
 # --- languages -------------------------------------------------------------------------------
 def _per_language(app: Sphinx, config: Config) -> None:
     """Tag the edition (``lang_en``, ``lang_zh_CN``) and apply ``mgpu_per_language[language]``
@@ -204,5 +193,4 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("source-read", _note_data_dependencies)
     app.connect("doctree-read", _drop_other_editions)
     app.connect("html-page-context", _offer_notebook, priority=400)  # before the theme's buttons
-    app.connect("build-finished", _copy_notebooks)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import http.server
 import os
+import sys
 import threading
 from pathlib import Path
 
@@ -14,7 +15,11 @@ SITE = Path(__file__).parents[2] / "docs" / "_build" / "html"
 CHROMIUM = os.environ.get("MGPU_CHROMIUM", "/usr/bin/chromium")
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+sys.path.insert(0, str(SITE.parents[1]))  # docs/: serve.py, the server of `nox -s docs -- --open`
+from serve import BookHandler  # noqa: E402
+
+
+class _QuietHandler(BookHandler):
     def log_message(self, *args):  # keep pytest's output readable
         pass
 

@@ -162,3 +162,28 @@ def test_chinese_theme_labels(page, site_url):
     footer = page.locator("footer.bd-footer-content").first.inner_text()
     assert "mgpu 项目组" in footer and "版权所有" in footer, footer
     assert not any(w in footer for w in ("authors", "By ", "Copyright")), footer
+
+
+def test_code_has_copy_buttons_and_outputs_do_not(page, site_url):
+    _open(page, f"{site_url}/en/multi-device-scratch.html")
+    page.wait_for_selector(".cell_input button.copybtn", state="attached")
+    assert page.locator(".cell_input button.copybtn").count() > 0
+    assert page.locator(".cell_output button.copybtn").count() == 0
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_status_page_reports_versions_and_execution(page, site_url, lang):
+    _open(page, f"{site_url}/{lang}/status.html")
+    assert page.locator("article table").count() >= 2, "versions table and execution table"
+    assert page.locator("article").inner_text().count("1.9.1") >= 1, "MXNet's version"
+
+
+def test_missing_page_gets_the_bilingual_404(page, site_url):
+    response = page.goto(f"{site_url}/en/no-such-page.html")
+    page.console_errors.clear()  # the 404 itself is the point here
+    assert response is not None and response.status == 404
+    text = page.locator("body").inner_text()
+    assert "Page not found" in text and "页面不存在" in text
+    page.locator("a[hreflang=en]").click()
+    page.wait_for_load_state("networkidle")
+    assert page.url == f"{site_url}/en/index.html"

@@ -1,0 +1,429 @@
+"""Sphinx extension of the mgpu book: notebooks that open in Jupyter, one set per edition.
+
+The notebook MyST-NB executes (``jupyter_execute/<page>.ipynb``) keeps the page's MyST in its
+Markdown cells: directives (``{literalinclude}``, ``{glue:figure}``, admonitions), roles
+(``{doc}``, ``{glue:text}``, ``{cite:p}``) and English text only. A reader's Jupyter shows those
+as raw text. Here each page's notebook is written from the page's *resolved* doctree instead, the
+one the HTML is written from, in this edition's language:
+
+- the text between code cells becomes Markdown cells (glued values as their text, included
+  source code as code blocks, admonitions as block quotes, cross-references as links to the
+  other notebooks, figures as images attached to the cell, mathematics as ``$...$``);
+- each code cell is the executed cell, with its outputs (less the glue outputs, which the page
+  shows in the text, and those the page removes).
+
+The notebooks replace the download of ``_sources/<page>.ipynb``, and ``_downloads/`` gets a zip
+of them all (``mgpu-notebooks-<language>.zip``), laid out so that the files the notebooks read by
+relative path (``mgpu_notebook_files``, relative to the docs directory) are where they look.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import hashlib
+import re
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import nbformat
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+# In the zip: <folder>/notebooks/<page>.ipynb, and each of mgpu_notebook_files at its path
+# relative to the docs directory, resolved from notebooks/ (``../bench/results.json`` ->
+# <folder>/bench/results.json).
+NOTEBOOK_DIR = "notebooks"
+
+
+def zip_name(language: str) -> str:
+    """The name of the edition's zip of notebooks, e.g. ``mgpu-notebooks-en.zip``."""
+    return f"mgpu-notebooks-{language}.zip"
+
+
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>$|])")
+
+
+def _escape(text: str) -> str:
+    """Text as Markdown that shows it literally (no emphasis, links, HTML or mathematics)."""
+    return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+def _code_span(text: str) -> str:
+    ticks = "`" * (max((len(m) for m in re.findall(r"`+", text)), default=0) + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def _fence(code: str, language: str = "") -> str:
+    ticks = "`" * max(3, max((len(m) for m in re.findall(r"`+", code)), default=0) + 1)
+    return f"{ticks}{language}\n{code.rstrip()}\n{ticks}"
+
+
+class MarkdownWriter:
+    """Markdown for the nodes of one page's resolved doctree (the parts between code cells)."""
+
+    def __init__(self, app: Sphinx, docname: str, notebooks: set[str]) -> None:
+        self.app, self.docname, self.notebooks = app, docname, notebooks
+        self.attachments: dict[str, dict[str, str]] = {}
+        self.section_level = 0
+
+    # --- links -------------------------------------------------------------------------------
+    def link_target(self, node: nodes.reference) -> str | None:
+        """Where a reference points from a notebook: another notebook, or a web address."""
+        uri = node.get("refuri")
+        if not uri:
+            return None  # a target on the same page: the text alone
+        if re.match(r"^[a-z][a-z0-9+.-]*:", uri) and not uri.startswith("file:"):
+            return uri  # http(s), mailto: as it is
+        page = uri.split("#")[0]
+        if page.endswith(".html"):
+            page = page[: -len(".html")]
+            if page in self.notebooks:
+                return f"{page}.ipynb"
+        return None  # a page without notebook (e.g. the API reference), or a local file
+
+    # --- inline ------------------------------------------------------------------------------
+    def inline(self, node: nodes.Node) -> str:
+        if isinstance(node, nodes.Text):
+            return _escape(node.astext().replace("\n", " "))
+        if isinstance(node, nodes.literal):
+            return _code_span(node.astext())
+        if isinstance(node, nodes.strong):
+            return f"**{self.inlines(node)}**"
+        if isinstance(node, nodes.emphasis):
+            return f"*{self.inlines(node)}*"
+        if isinstance(node, nodes.math):
+            return f"${node.astext()}$"
+        if isinstance(node, nodes.reference):
+            text = self.inlines(node)
+            target = self.link_target(node)
+            return f"[{text}]({target})" if target else text
+        if isinstance(node, nodes.image):
+            return self.image(node)
+        if isinstance(node, (nodes.footnote_reference, nodes.citation_reference)):
+            return f"[{_escape(node.astext())}]"
+        if isinstance(node, nodes.raw):
+            return node.astext() if node.get("format") == "html" else ""
+        if isinstance(node, (nodes.target, nodes.system_message, nodes.comment)):
+            return ""
+        if isinstance(node, nodes.Element):
+            return self.inlines(node)
+        return _escape(node.astext())
+
+    def inlines(self, node: nodes.Element) -> str:
+        return "".join(self.inline(child) for child in node.children)
+
+    def image(self, node: nodes.image) -> str:
+        """The image, attached to its Markdown cell (the notebook needs no file beside it)."""
+        # After Sphinx's image collector: relative to the source directory (MyST-NB's images,
+        # written to jupyter_execute/, as "../_build/...", or "/..." before it).
+        uri = node.get("candidates", {}).get("*") or node.get("uri", "")
+        srcdir = Path(self.app.srcdir)
+        candidates = [srcdir / uri.lstrip("/"), Path(uri), srcdir / Path(self.docname).parent / uri]
+        found = next((p for p in candidates if p.is_file()), None)
+        alt = _escape(node.get("alt", "")).replace("\n", " ")
+        if found is None:
+            logger.warning("mgpu_notebooks: %s: image %s not found for the notebook",
+                           self.docname, uri, type="mgpu", subtype="notebook")
+            return alt
+        mime = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg",
+                ".svg": "image/svg+xml", ".gif": "image/gif"}.get(found.suffix.lower())
+        if mime is None:
+            return alt
+        data = found.read_bytes()
+        name = hashlib.sha256(data).hexdigest()[:16] + found.suffix.lower()
+        self.attachments[name] = {mime: base64.b64encode(data).decode("ascii")}
+        return f"![{alt}](attachment:{name})"
+
+    # --- blocks ------------------------------------------------------------------------------
+    def blocks(self, node: nodes.Element) -> list[str]:
+        out: list[str] = []
+        for child in node.children:
+            out.extend(self.block(child))
+        return [b for b in out if b.strip()]
+
+    def block(self, node: nodes.Node) -> list[str]:  # noqa: C901 (one branch per node type)
+        if isinstance(node, nodes.section):
+            self.section_level += 1
+            try:
+                return self.blocks(node)
+            finally:
+                self.section_level -= 1
+        if isinstance(node, nodes.title):
+            level = min(max(self.section_level, 1), 6)
+            return [f"{'#' * level} {self.inlines(node)}"]
+        if isinstance(node, nodes.paragraph):
+            return [self.inlines(node)]
+        if isinstance(node, nodes.literal_block):
+            language = node.get("language", "") or ""
+            # Sphinx's "default" (highlight_language) is Python 3; "none" is plain text.
+            language = {"default": "python", "python3": "python", "none": ""}.get(language,
+                                                                                  language)
+            return [_fence(node.astext(), language)]
+        if isinstance(node, nodes.math_block):
+            return [f"$$\n{node.astext().strip()}\n$$"]
+        if isinstance(node, nodes.bullet_list):
+            return ["\n".join(self.list_item(item, "- ") for item in node.children)]
+        if isinstance(node, nodes.enumerated_list):
+            start = node.get("start", 1)
+            return ["\n".join(self.list_item(item, f"{start + i}. ")
+                              for i, item in enumerate(node.children))]
+        if isinstance(node, nodes.definition_list):
+            items = []
+            for item in node.children:
+                term = next(c for c in item.children if isinstance(c, nodes.term))
+                definition = next(c for c in item.children if isinstance(c, nodes.definition))
+                items.append(f"**{self.inlines(term)}**  \n" + "\n\n".join(self.blocks(definition)))
+            return items
+        if isinstance(node, (nodes.Admonition, nodes.topic, nodes.sidebar)):
+            title = next((c for c in node.children if isinstance(c, nodes.title)), None)
+            heading = self.inlines(title) if title is not None else node.tagname.capitalize()
+            body = [b for c in node.children if c is not title for b in self.block(c)]
+            text = "\n\n".join([f"**{heading}**", *body])
+            return ["\n".join("> " + line if line else ">" for line in text.splitlines())]
+        if isinstance(node, nodes.figure):
+            parts = []
+            for child in node.children:
+                if isinstance(child, nodes.image):
+                    parts.append(self.image(child))
+                elif isinstance(child, nodes.caption):
+                    number = self.figure_number(node)
+                    parts.append(f"*{number}{self.inlines(child)}*")
+                elif isinstance(child, nodes.legend):
+                    parts.extend(self.blocks(child))
+                else:
+                    parts.extend(self.block(child))
+            return parts
+        if isinstance(node, nodes.image):
+            return [self.image(node)]
+        if isinstance(node, nodes.table):
+            return [self.table(node)]
+        if isinstance(node, nodes.block_quote):
+            text = "\n\n".join(self.blocks(node))
+            return ["\n".join("> " + line if line else ">" for line in text.splitlines())]
+        if isinstance(node, (nodes.footnote, nodes.citation)):
+            label = next((c for c in node.children if isinstance(c, nodes.label)), None)
+            rest = [b for c in node.children if c is not label for b in self.block(c)]
+            mark = f"[{_escape(label.astext())}] " if label is not None else ""
+            return [mark + " ".join(rest)]
+        if isinstance(node, nodes.raw):
+            return [node.astext()] if node.get("format") == "html" else []
+        if isinstance(node, nodes.rubric):
+            return [f"**{self.inlines(node)}**"]
+        if isinstance(node, nodes.transition):
+            return ["---"]
+        if isinstance(node, (nodes.target, nodes.comment, nodes.system_message,
+                             nodes.substitution_definition, addnodes.index, nodes.label)):
+            return []
+        if isinstance(node, (nodes.TextElement,)):
+            return [self.inlines(node)]
+        if isinstance(node, nodes.Element):  # containers, compounds, toctree wrappers, ...
+            return self.blocks(node)
+        return [_escape(node.astext())]
+
+    def figure_number(self, figure: nodes.figure) -> str:
+        ids = figure.get("ids", [])
+        numbers = self.app.env.toc_fignumbers.get(self.docname, {}).get("figure", {})
+        number = next((numbers[i] for i in ids if i in numbers), None)
+        if not number:
+            return ""
+        label = self.app.config.numfig_format.get("figure", "Fig. %s")
+        return _escape(label % ".".join(map(str, number))) + " "
+
+    def list_item(self, item: nodes.Node, marker: str) -> str:
+        text = "\n\n".join(self.blocks(item)) if isinstance(item, nodes.Element) else ""
+        pad = " " * len(marker)
+        lines = text.splitlines() or [""]
+        return "\n".join([marker + lines[0], *[(pad + line) if line else "" for line in lines[1:]]])
+
+    def table(self, table: nodes.table) -> str:
+        rows: list[list[str]] = []
+        header_rows = 0
+        for group in table.findall(nodes.tgroup):
+            for part in group.children:
+                if not isinstance(part, (nodes.thead, nodes.tbody)):
+                    continue
+                for row in part.children:
+                    cells = [" ".join(self.blocks(entry)).replace("\n", " ") for entry in row]
+                    rows.append(cells)
+                    if isinstance(part, nodes.thead):
+                        header_rows += 1
+        if not rows:
+            return ""
+        width = max(len(r) for r in rows)
+        rows = [r + [""] * (width - len(r)) for r in rows]
+        head = rows[0] if header_rows else [""] * width
+        body = rows[1:] if header_rows else rows
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" * width]
+        lines += ["| " + " | ".join(r) + " |" for r in body]
+        title = next((c for c in table.children if isinstance(c, nodes.title)), None)
+        caption = f"*{self.inlines(title)}*\n\n" if title is not None else ""
+        return caption + "\n".join(lines)
+
+
+def _is_code_cell(node: nodes.Node) -> bool:
+    return isinstance(node, nodes.container) and node.get("nb_element") == "cell_code"
+
+
+def _clean_outputs(cell: Any, removed: bool) -> list[Any]:
+    """The cell's outputs as a reader should see them: no glue data, none the page removes."""
+    if removed:
+        return []
+    return [out for out in cell.get("outputs", [])
+            if "scrapbook" not in out.get("metadata", {})]
+
+
+def notebook_from_doctree(app: Sphinx, docname: str, doctree: nodes.document,
+                          executed: Any, notebooks: set[str]) -> Any:
+    """A clean notebook of ``docname``: Markdown from the doctree, code cells from ``executed``."""
+    writer = MarkdownWriter(app, docname, notebooks)
+    cells: list[Any] = []
+    pending: list[str] = []
+
+    def flush() -> None:
+        text = "\n\n".join(b for b in pending if b.strip()).strip()
+        if text:
+            cell = nbformat.v4.new_markdown_cell(text)
+            used = {k: v for k, v in writer.attachments.items() if f"attachment:{k}" in text}
+            if used:
+                cell["attachments"] = used
+            cells.append(cell)
+        pending.clear()
+        writer.attachments.clear()
+
+    def walk(node: nodes.Element) -> None:
+        for child in node.children:
+            if _is_code_cell(child):
+                flush()
+                source = executed.cells[child["cell_index"]]
+                tags = source.get("metadata", {}).get("tags", [])
+                cell = nbformat.v4.new_code_cell(
+                    source.source, metadata=copy.deepcopy(source.get("metadata", {})),
+                    outputs=_clean_outputs(source, "remove-output" in tags))
+                cell["execution_count"] = source.get("execution_count")
+                cells.append(cell)
+            elif isinstance(child, nodes.section) or (
+                    isinstance(child, nodes.Element) and any(
+                        _is_code_cell(n) for n in child.findall(nodes.container))):
+                if isinstance(child, nodes.section):
+                    writer.section_level += 1
+                walk(child)
+                if isinstance(child, nodes.section):
+                    writer.section_level -= 1
+            else:
+                pending.extend(writer.block(child))
+
+    walk(doctree)
+    flush()
+    nb = nbformat.v4.new_notebook(cells=cells, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    })
+    needed = [f for f in app.config.mgpu_notebook_files
+              if any(_reads(c, f) for c in cells if c.cell_type == "code")]
+    if needed:
+        nb.cells.insert(0, nbformat.v4.new_markdown_cell(_files_note(app, needed)))
+    return nb
+
+
+def _reads(cell: Any, path: str) -> bool:
+    """Whether a code cell names ``path``, or imports it (``bench.targets`` for
+    ``../bench/targets.py``)."""
+    module = Path(path.lstrip("./")).with_suffix("").as_posix().replace("/", ".")
+    return path in cell.source or (path.endswith(".py") and module in cell.source)
+
+
+def _files_note(app: Sphinx, files: list[str]) -> str:
+    names = ", ".join(f"`{f}`" for f in files)
+    archive = zip_name(app.config.language or "en")
+    if (app.config.language or "en").startswith("zh"):
+        return (f"> 本记事本会读取 {names}：请在所有记事本的压缩包 `{archive}` 解压后的 "
+                f"`{NOTEBOOK_DIR}/` 目录中运行它，压缩包里带有这些文件。")
+    return (f"> This notebook reads {names}: run it from the `{NOTEBOOK_DIR}/` folder of the zip "
+            f"of all notebooks, `{archive}`, which holds those files.")
+
+
+# --- Sphinx hooks ----------------------------------------------------------------------------
+def _executed_notebook(app: Sphinx, docname: str) -> Path:
+    # MyST-NB writes the executed notebooks to <outdir>/../jupyter_execute/.
+    return Path(app.outdir).parent / "jupyter_execute" / f"{docname}.ipynb"
+
+
+def _notebook_pages(app: Sphinx) -> set[str]:
+    return {d for d in app.env.found_docs if _executed_notebook(app, d).is_file()}
+
+
+def _target(app: Sphinx, docname: str) -> Path:
+    return Path(app.outdir) / "_sources" / f"{docname}.ipynb"
+
+
+def _write_notebook(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    if app.builder.format != "html":
+        return
+    executed_path = _executed_notebook(app, docname)
+    if not executed_path.is_file():
+        return
+    executed = nbformat.read(executed_path, as_version=4)
+    nb = notebook_from_doctree(app, docname, doctree, executed, _notebook_pages(app))
+    target = _target(app, docname)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, target)
+
+
+def _write_zip(app: Sphinx, exception: Exception | None) -> None:
+    """All the edition's notebooks, and the files they read, in ``_downloads/``."""
+    if exception is not None or app.builder.format != "html":
+        return
+    language = app.config.language or "en"
+    folder = f"mgpu-notebooks-{language}"
+    archive = Path(app.outdir) / "_downloads" / zip_name(language)
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    srcdir = Path(app.srcdir)
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as z:
+        for docname in sorted(_notebook_pages(app)):
+            nb = _target(app, docname)
+            if nb.is_file():
+                z.write(nb, f"{folder}/{NOTEBOOK_DIR}/{docname}.ipynb")
+        for name in app.config.mgpu_notebook_files:
+            inside = (Path(NOTEBOOK_DIR) / name).as_posix()
+            parts: list[str] = []
+            for part in inside.split("/"):  # resolve "..": notebooks/../bench -> bench
+                if part == "..":
+                    parts.pop()
+                else:
+                    parts.append(part)
+            z.write(srcdir / name, f"{folder}/{'/'.join(parts)}")
+        z.writestr(f"{folder}/README.md", _zip_readme(language))
+    logger.info("mgpu_notebooks: %s", archive)
+
+
+def _zip_readme(language: str) -> str:
+    if language.startswith("zh"):
+        return ("# mgpu 的记事本\n\n在 `notebooks/` 目录中用 Jupyter 打开它们。"
+                "它们需要 Python 3.11 和软件包 `mgpu`"
+                "（`pip install -e '.[cpu,plot]' jupyter`，在本书的代码仓库中）。\n")
+    return ("# The notebooks of mgpu\n\nOpen them in Jupyter from `notebooks/`. They need Python "
+            "3.11 and the package `mgpu` (`pip install -e '.[cpu,plot]' jupyter` in the book's "
+            "repository).\n")
+
+
+def _digest_of_this_file() -> str:
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    # Files the notebooks read by relative path (from the docs directory); the zip holds them.
+    app.add_config_value("mgpu_notebook_files", [], "env", types=(list,))
+    # A change to this converter rewrites every page (and so every notebook) of the next build.
+    app.add_config_value("mgpu_notebooks_version", _digest_of_this_file(), "html", types=(str,))
+    app.connect("doctree-resolved", _write_notebook)
+    app.connect("build-finished", _write_zip)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": False}
+
+

@@ -1,0 +1,175 @@
+"""The published site (docs/_build/html) as it is uploaded: run with `nox -s site` after
+`nox -s docs`. Offline link check of both editions, site weight, figures' alt text, and the
+downloadable notebooks: clean Markdown, Chinese in the Chinese set, and they run from the zip."""
+
+from __future__ import annotations
+
+import html.parser
+import json
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+pytestmark = pytest.mark.site  # deselected by default; `nox -s site` runs -m site
+
+SITE = Path(__file__).parents[2] / "docs" / "_build" / "html"
+LANGS = ("en", "zh_CN")
+MAX_SITE_BYTES = 15 * 10**6  # both editions together (issue 18)
+# Notebooks executed from the zip: short chapters, and those that read files by relative path.
+RUN_FROM_ZIP = ("status", "performance", "maintainers")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+MYST_SYNTAX = re.compile(r"(```\{|:::\{|\{[a-z][a-z0-9:-]*\}`)")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built_site():
+    if not all((SITE / lang / "index.html").is_file() for lang in LANGS):
+        pytest.fail(f"no built site in {SITE}: run 'nox -s docs' first")
+
+
+class _Links(html.parser.HTMLParser):
+    """The ``id``s of a page, its links (href, src) and its images' alt text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ids: set[str] = set()
+        self.links: list[str] = []
+        self.images: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        for key in ("id", "name") if tag == "a" else ("id",):
+            if a.get(key):
+                self.ids.add(a[key])
+        for key in ("href", "src"):
+            if a.get(key) and tag in ("a", "link", "script", "img", "source", "iframe"):
+                self.links.append(a[key])
+        if tag == "img":
+            self.images.append((a.get("src", ""), a.get("alt")))
+
+
+def _parse(page: Path) -> _Links:
+    parser = _Links()
+    parser.feed(page.read_text("utf-8"))
+    return parser
+
+
+@pytest.fixture(scope="module")
+def pages() -> dict[Path, _Links]:
+    return {p: _parse(p) for p in sorted(SITE.rglob("*.html"))}
+
+
+def test_both_editions_together_weigh_at_most_15_mb():
+    size = sum(f.stat().st_size for f in SITE.rglob("*") if f.is_file())
+    assert size <= MAX_SITE_BYTES, f"the site is {size / 1e6:.1f} MB (at most 15 MB)"
+
+
+def test_no_build_leftovers_are_published():
+    leftovers = [p for p in SITE.rglob("*")
+                 if p.name in (".doctrees", "jupyter_execute", ".buildinfo", ".jupyter_cache")]
+    assert not leftovers, f"build files in the published site: {leftovers}"
+
+
+def test_every_link_resolves_offline(pages):
+    """Every relative href/src (pages, language switcher, downloads, scripts) and its #anchor."""
+    broken = []
+    for page, parsed in pages.items():
+        for link in parsed.links:
+            url = urlsplit(link)
+            if url.scheme or url.netloc or link.startswith(("data:", "javascript:")):
+                continue  # other sites are not checked offline (and tests/browser forbids loads)
+            target = page if not url.path else (page.parent / unquote(url.path)).resolve()
+            if url.path.endswith("/"):
+                target = target / "index.html"
+            if not target.is_file():
+                broken.append(f"{page.relative_to(SITE)}: {link}")
+                continue
+            if url.fragment and target.suffix == ".html":
+                ids = pages[target].ids if target in pages else _parse(target).ids
+                if unquote(url.fragment) not in ids:
+                    broken.append(f"{page.relative_to(SITE)}: {link} (no such anchor)")
+    assert not broken, f"{len(broken)} broken links:\n" + "\n".join(broken[:50])
+
+
+def test_the_language_switcher_links_every_page_to_its_other_edition(pages):
+    for lang, other in (("en", "zh_CN"), ("zh_CN", "en")):
+        for page in (SITE / lang).glob("*.html"):
+            if page.name in ("genindex.html", "search.html", "py-modindex.html"):
+                continue
+            assert f"../{other}/{page.name}" in pages[page].links, page
+
+
+def test_every_figure_has_alt_text(pages):
+    missing = [f"{page.relative_to(SITE)}: {src}" for page, parsed in pages.items()
+               for src, alt in parsed.images if not (alt or "").strip()]
+    assert not missing, "images without alt text:\n" + "\n".join(missing)
+
+
+def test_a_bilingual_404_page():
+    text = (SITE / "404.html").read_text("utf-8")
+    assert "Page not found" in text and "页面不存在" in text
+
+
+def _zip(lang: str) -> Path:
+    return SITE / lang / "_downloads" / f"mgpu-notebooks-{lang}.zip"
+
+
+def _notebooks(lang: str) -> dict[str, dict]:
+    with zipfile.ZipFile(_zip(lang)) as z:
+        return {Path(n).stem: json.loads(z.read(n)) for n in z.namelist()
+                if n.endswith(".ipynb")}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_zip_holds_every_downloadable_notebook(lang):
+    offered = {p.stem for p in (SITE / lang / "_sources").glob("*.ipynb")}
+    assert offered and set(_notebooks(lang)) == offered
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_notebooks_hold_no_myst_syntax(lang):
+    found = []
+    for name, nb in _notebooks(lang).items():
+        for i, cell in enumerate(nb["cells"]):
+            text = "".join(cell["source"])
+            if cell["cell_type"] == "markdown" and MYST_SYNTAX.search(text):
+                found.append(f"{name} cell {i}: {MYST_SYNTAX.search(text).group(0)}")
+    assert not found, "MyST syntax in the notebooks' Markdown:\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_downloads_are_the_clean_notebooks(lang):
+    for name, nb in _notebooks(lang).items():
+        download = json.loads((SITE / lang / "_sources" / f"{name}.ipynb").read_text("utf-8"))
+        assert download == nb, name
+
+
+def test_the_chinese_notebooks_are_in_chinese():
+    for name, nb in _notebooks("zh_CN").items():
+        text = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
+        english = "".join("".join(c["source"]) for c in _notebooks("en")[name]["cells"]
+                          if c["cell_type"] == "markdown")
+        assert CJK.search(text) and text != english, name
+
+
+@pytest.mark.parametrize("name", RUN_FROM_ZIP)
+def test_notebooks_run_from_the_zip(tmp_path, name):
+    with zipfile.ZipFile(_zip("en")) as z:
+        z.extractall(tmp_path)
+    notebook = tmp_path / "mgpu-notebooks-en" / "notebooks" / f"{name}.ipynb"
+    assert notebook.is_file(), sorted(p.name for p in notebook.parent.iterdir())
+    run = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute",
+         "--ExecutePreprocessor.timeout=600", "--output-dir", str(tmp_path / "out"),
+         str(notebook)],
+        capture_output=True, text=True, cwd=tmp_path, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    executed = json.loads((tmp_path / "out" / f"{name}.ipynb").read_text("utf-8"))
+    errors = [o for c in executed["cells"] for o in c.get("outputs", [])
+              if o.get("output_type") == "error"]
+    assert not errors, errors
