@@ -16,14 +16,12 @@ only grows:
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from mgpu.checks import positive_int
+from mgpu.fresh import _run_program
 
 __all__ = [
     "QueueRun",
@@ -65,23 +63,6 @@ def resident_mb() -> float:
                        "not have; run the engine chapter on Linux")
 
 
-def _run(program: str, args: list[str], env: Mapping[str, str], what: str,
-         timeout: float) -> dict:
-    """Run ``program`` in a fresh Python with ``env`` added; return its ``MGPU-RESULT`` line."""
-    bad = {k: v for k, v in env.items() if not isinstance(v, str)}
-    if bad:
-        raise TypeError(f"env values must be str (environment variables hold text), got {bad}")
-    done = subprocess.run([sys.executable, "-c", program, *args], env={**os.environ, **env},
-                          capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
-    for line in done.stdout.splitlines():
-        if line.startswith("MGPU-RESULT "):
-            return json.loads(line[len("MGPU-RESULT "):])
-    lines = done.stderr.strip().splitlines() or ["(no output)"]
-    raise RuntimeError(f"{what} in a fresh process failed (exit code {done.returncode}): "
-                       f"{lines[-1]}\nThe end of its stderr:\n" + "\n".join(lines[-15:]))
-
-
 _CENSUS = r"""
 import json, os, sys
 def count():
@@ -111,7 +92,7 @@ def thread_census(devices: int, env: Mapping[str, str] | None = None,
     (['start', 'import', 'cpu(0)', 'cpu(1)'], True)
     """
     devices = positive_int("devices", devices)
-    return _run(_CENSUS, [str(devices)], env or {}, "thread_census", timeout)
+    return _run_program(_CENSUS, [str(devices)], env or {}, "thread_census", timeout)
 
 
 @dataclass(frozen=True)
@@ -190,7 +171,7 @@ def queue_memory(wait: bool, steps: int = 40, size: int = 1024,
     steps = positive_int("steps", steps)
     size = positive_int("size", size, minimum=4)
     env = {"MALLOC_MMAP_THRESHOLD_": "131072", **(env or {})}
-    r = _run(_QUEUE, ["wait" if wait else "nowait", str(steps), str(size)], env,
+    r = _run_program(_QUEUE, ["wait" if wait else "nowait", str(steps), str(size)], env,
              "queue_memory", timeout)
     return QueueRun(wait, steps, size * size * 4 / 1e6, r["push_s"], r["finish_s"],
                     r["start_mb"], r["peak_mb"], [tuple(s) for s in r["samples"]])

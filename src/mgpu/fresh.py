@@ -60,17 +60,30 @@ def train_fresh(
     """
     if model not in MODELS:
         raise ValueError(f"model={model!r} is not one of {', '.join(MODELS)}")
+    spec = {"model": model, "width": width, "subset": subset, "test_subset": test_subset,
+            "devices": devices, **train_kwargs}
+    return _run_program(_PROGRAM, [json.dumps(spec)], env, "training", timeout)
+
+
+def _run_program(program: str, args: list[str], env: Mapping[str, str], what: str,
+                timeout: float) -> dict:
+    """Run ``program`` in a fresh Python with ``env`` added; return its ``MGPU-RESULT`` line.
+
+    ``what`` names the work in the error raised when the program prints no result.
+
+    >>> _run_program('import json; print("MGPU-RESULT " + json.dumps({"x": 1}))', [], {},
+    ...             "printing", 60)
+    {'x': 1}
+    """
     bad = {k: v for k, v in env.items() if not isinstance(v, str)}
     if bad:
         raise TypeError(f"env values must be str (environment variables hold text), got {bad}")
-    spec = {"model": model, "width": width, "subset": subset, "test_subset": test_subset,
-            "devices": devices, **train_kwargs}
-    done = subprocess.run([sys.executable, "-c", _PROGRAM, json.dumps(spec)],
-                          env={**os.environ, **env}, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-c", program, *args], env={**os.environ, **env},
+                          capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
     for line in done.stdout.splitlines():
         if line.startswith("MGPU-RESULT "):
             return json.loads(line[len("MGPU-RESULT "):])
     lines = done.stderr.strip().splitlines() or ["(no output)"]
-    raise RuntimeError(f"training in a fresh process failed (exit code {done.returncode}): "
+    raise RuntimeError(f"{what} in a fresh process failed (exit code {done.returncode}): "
                        f"{lines[-1]}\nThe end of its stderr:\n" + "\n".join(lines[-15:]))
