@@ -10,6 +10,7 @@ when it is installed (``pip install 'nox[uv]'``), else with pip.
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import os
 import re
 import shutil
@@ -51,8 +52,36 @@ def pinned(session: nox.Session, *args: str) -> None:
     session.install("-c", str(LOCK), *args)
 
 
+def digest(*parts: str | bytes | Path) -> str:
+    """SHA-256 over strings, bytes and the contents of files (a file that is missing counts too)."""
+    h = hashlib.sha256()
+    for part in parts:
+        if isinstance(part, Path):
+            part = part.read_bytes() if part.is_file() else f"missing {part}"
+        h.update(part.encode() if isinstance(part, str) else part)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def install_stamp(session: nox.Session) -> Path:
+    """Where a session's venv records what :func:`install` put into it."""
+    return Path(session.virtualenv.location) / "mgpu-install.sha256"
+
+
 def install(session: nox.Session, *extras: str) -> None:
-    pinned(session, "-e", f".[{','.join([mxnet_extra(), *extras])}]")
+    """Install mgpu (editable) with ``extras`` and the MXNet build for this machine, pinned.
+
+    Skipped when the venv already holds exactly this: same extras, same ``pyproject.toml``, same
+    ``constraints.txt`` (a stamp in the venv records them). Code under ``src/mgpu`` needs no
+    reinstall: the install is editable.
+    """
+    spec = f".[{','.join([mxnet_extra(), *extras])}]"
+    stamp, wanted = install_stamp(session), digest(spec, ROOT / "pyproject.toml", LOCK)
+    if stamp.is_file() and stamp.read_text() == wanted:
+        session.log(f"{spec}: installed already (pyproject.toml and constraints.txt unchanged)")
+        return
+    pinned(session, "-e", spec)
+    stamp.write_text(wanted)
 
 
 PROBE = """
@@ -137,8 +166,15 @@ def ensure_horovod(session: nox.Session) -> None:
         probe = "import horovod.mxnet as h, sys; sys.exit(not h.gloo_built())"
         return subprocess.run([python, "-c", probe], capture_output=True).returncode == 0
 
+    # Checked once per install of the venv: the stamp holds the install stamp it was checked with.
+    checked = Path(session.virtualenv.location) / "mgpu-horovod.sha256"
+    installed = digest(HOROVOD, install_stamp(session))
+    if checked.is_file() and checked.read_text() == installed:
+        session.log(f"{HOROVOD}: checked in this venv since its last install, not rebuilt")
+        return
     if works():
         session.log(f"{HOROVOD}: already in this venv, not rebuilt")
+        checked.write_text(installed)
         return
     start = time.perf_counter()
     pinned(session, "-e", f".[{mxnet_extra()},horovod]", "pip")  # uv's venvs have no pip
@@ -153,6 +189,7 @@ def ensure_horovod(session: nox.Session) -> None:
         if works():
             session.log(f"{HOROVOD}: installed the wheel built earlier ({wheel}) in "
                         f"{time.perf_counter() - start:.0f} s")
+            checked.write_text(installed)
             return
         wheel.unlink()  # a wheel that does not import is rebuilt
     missing = [tool for tool in HOROVOD_TOOLS if not shutil.which(tool)]
@@ -190,6 +227,7 @@ def ensure_horovod(session: nox.Session) -> None:
         check = subprocess.run([python, "-c", "import horovod.mxnet"], capture_output=True,
                                text=True)
         session.error(f"{HOROVOD} was built but 'import horovod.mxnet' fails:\n{check.stderr}")
+    checked.write_text(installed)
     session.log(f"{HOROVOD}: built and installed in {time.perf_counter() - start:.0f} s")
 
 
@@ -302,9 +340,29 @@ def publish(languages: tuple[str, ...]) -> Path:
     return site
 
 
-def update_catalogs(session: nox.Session) -> None:
-    """Extract the English messages (.pot) and merge them into the Chinese catalogs (.po)."""
-    pot = BUILD / "gettext"
+def catalog_sources() -> list[Path]:
+    """What the extracted messages depend on: pages, conf and extensions, templates, catalogs."""
+    files = [*DOCS.glob("*.md"), DOCS / "conf.py", *DOCS.glob("_ext/*.py"),
+             *DOCS.glob("_templates/**/*"), *DOCS.glob("locales/**/*.po"), LOCK]
+    return sorted(f for f in files if f.is_file())
+
+
+def update_catalogs(session: nox.Session, force: bool = True) -> None:
+    """Extract the English messages (.pot) and merge them into the Chinese catalogs (.po).
+
+    With ``force=False``, skipped when none of :func:`catalog_sources` changed since the last
+    extraction (a stamp in ``docs/_build`` records them, as they were after it).
+    """
+    pot, stamp = BUILD / "gettext", BUILD / "catalogs.sha256"
+
+    def sources() -> str:
+        files = catalog_sources()
+        return digest(*(f.relative_to(ROOT).as_posix() for f in files), *files)
+
+    if not force and pot.is_dir() and stamp.is_file() and stamp.read_text() == sources():
+        session.log("catalogs: no page, catalog or conf changed since the last extraction, "
+                    "not extracted again")
+        return
     # From the execution cache (filled by the English build; executed here if it is empty): the
     # captions of glued figures exist only when the notebook's glue data does.
     session.run(
@@ -313,6 +371,7 @@ def update_catalogs(session: nox.Session) -> None:
     )
     session.run("sphinx-intl", "update", "-p", str(pot), "-l", "zh_CN", "-d",
                 str(DOCS / "locales"), "-w", "100", silent=True)
+    stamp.write_text(sources())
 
 
 @nox.session(python=PYTHON)
@@ -336,7 +395,7 @@ def docs(session: nox.Session) -> None:
     timings["en"] = time.perf_counter() - start
     if "zh_CN" in languages:
         start = time.perf_counter()
-        update_catalogs(session)
+        update_catalogs(session, force=False)
         session.run("python", str(DOCS / "check_translations.py"))
         # Same sources, same execution cache: the Chinese build runs no notebook again.
         sphinx(session, "zh_CN")
