@@ -4,6 +4,7 @@
     python bench/run.py            # the full run (3 to 20 minutes on 2 CPU cores)
     python bench/run.py --quick    # smaller subsets and fewer repeats (a few minutes)
     python bench/run.py --only docs_build   # the book's build: cold, warm, after edits
+    python bench/run.py --only docs_build --update   # ... and keep the other parts' figures
 
 Runs the parts (a module each beside this file), writes ``results.json`` (into ``--out-dir``,
 default: this folder) and prints the targets table (:mod:`bench.targets`). It measures and
@@ -45,6 +46,9 @@ def main(argv=None) -> int:
     parser.add_argument("--temp-copy", type=int, default=TEMP_COPY, metavar="N",
                         help="MXNET_CPU_TEMP_COPY for the scaling_temp_copy part "
                              f"(default {TEMP_COPY}, MXNet's own)")
+    parser.add_argument("--update", action="store_true",
+                        help="keep the parts of the existing results.json that this run does "
+                             "not measure (same mode only); meta.updates records this run")
     parser.add_argument("--no-fair-baseline", action="store_true",
                         help="scaling: skip one device using every core (a fresh process)")
     args = parser.parse_args(argv)
@@ -63,22 +67,54 @@ def main(argv=None) -> int:
              "scaling": lambda c: scaling.run(c, fair=not args.no_fair_baseline),
              "scaling_temp_copy": lambda _: scaling.run_temp_copy(mode, args.temp_copy),
              "allreduce": allreduce.run, "engines": engines.run, "docs_build": docs_build.run}
+    path = args.out_dir / "results.json"
+    earlier = load_earlier(path, mode, parser) if args.update else None
     started = time.perf_counter()
     res: dict = {"meta": common.meta(mode, parts)}
     for part in parts:
         common.log(f"[{time.perf_counter() - started:6.0f} s] {part} ...")
         res[part] = funcs[part](cfg)
-    res["targets"] = targets.evaluate(res)
     common.finish_meta(res["meta"], time.perf_counter() - started)
-    path = args.out_dir / "results.json"
-    path.write_text(json.dumps(res, indent=2) + "\n")
     info = res["meta"]
+    if earlier is not None:
+        res = merge(earlier, res)
+    res["targets"] = targets.evaluate(res)
+    path.write_text(json.dumps(res, indent=2) + "\n")
     print(f"mgpu benchmarks ({mode}), {info['hardware']}, {info['duration_s']:.0f} s, "
           f"load average {info['load_average_at_start'][0]:.2f} -> "
           f"{info['load_average_at_end'][0]:.2f}")
     print(targets.table(res["targets"]))
     print(f"\nwrote {path}")
     return 0
+
+
+def load_earlier(path: Path, mode: str, parser: argparse.ArgumentParser) -> dict:
+    """The results.json that ``--update`` completes; exits with a message if it cannot."""
+    if not path.is_file():
+        parser.error(f"--update: there is no {path} to update: run without --update first")
+    earlier = json.loads(path.read_text())
+    if earlier.get("meta", {}).get("mode") != mode:
+        parser.error(f"--update: {path} holds a {earlier.get('meta', {}).get('mode')!r} run and "
+                     f"this is a {mode!r} one: run with{'' if mode == 'full' else 'out'} --quick "
+                     "to match it, or without --update to replace it")
+    return earlier
+
+
+def merge(earlier: dict, new: dict) -> dict:
+    """``earlier`` with the parts ``new`` measured replaced, and ``new``'s run in meta.updates.
+
+    >>> old = {"meta": {"parts": ["data", "scaling"], "date": "d0"}, "data": 1, "scaling": 2}
+    >>> new = {"meta": {"parts": ["data"], "date": "d1"}, "data": 3}
+    >>> m = merge(old, new)
+    >>> m["data"], m["scaling"], m["meta"]["parts"], m["meta"]["updates"][0]["date"]
+    (3, 2, ['data', 'scaling'], 'd1')
+    """
+    merged = {**earlier, **{part: new[part] for part in new["meta"]["parts"]}}
+    meta = dict(earlier["meta"])
+    meta["parts"] = [p for p in PARTS if p in {*meta["parts"], *new["meta"]["parts"]}]
+    meta["updates"] = [*meta.get("updates", []), new["meta"]]
+    merged["meta"] = meta
+    return merged
 
 
 if __name__ == "__main__":
