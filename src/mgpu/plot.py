@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["plot_bars", "plot_history", "plot_timeline"]
+__all__ = ["plot_bars", "plot_history", "plot_timeline", "png_bytes"]
+
+#: Resolution of the figures shown in notebooks and the book (dots per inch).
+DPI = 110
 
 #: The words the plotting functions write themselves, per language.
 LABELS: dict[str, dict[str, str]] = {
@@ -72,17 +75,55 @@ def _set_font(fig, lang: str) -> None:
                 tick.label2.set_fontfamily(family)
 
 
+def png_bytes(fig, dpi: int = DPI) -> bytes:
+    """``fig`` as a PNG with a palette of at most 256 colours: a third of the bytes of matplotlib's
+    RGBA PNG for the book's figures (lines, bars and text), with no visible difference.
+
+    A figure with a transparent background (the diagrams) keeps its transparency.
+
+    >>> from matplotlib.figure import Figure
+    >>> fig = Figure(figsize=(2, 1)); _ = fig.add_subplot().plot([0, 1], [1, 0])
+    >>> data = png_bytes(fig)
+    >>> data[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
+    True
+    >>> from PIL import Image; import io
+    >>> Image.open(io.BytesIO(data)).mode
+    'P'
+    """
+    import io
+
+    from PIL import Image
+
+    raw = io.BytesIO()
+    fig.savefig(raw, format="png", dpi=dpi, bbox_inches="tight")
+    image = Image.open(raw)
+    if image.mode == "RGBA" and image.getextrema()[3][0] < 255:  # some pixels transparent
+        palette = image.quantize(256, method=Image.Quantize.FASTOCTREE, dither=Image.Dither.NONE)
+    else:
+        palette = image.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT,
+                                                dither=Image.Dither.NONE)
+    out = io.BytesIO()
+    palette.save(out, format="png", optimize=True)
+    return out.getvalue()
+
+
 def _show_in_notebooks() -> None:
     """In IPython/Jupyter, display figures as PNG images (what ``%matplotlib inline`` does for
-    pyplot figures; ours are plain :class:`~matplotlib.figure.Figure` objects)."""
+    pyplot figures; ours are plain :class:`~matplotlib.figure.Figure` objects), made by
+    :func:`png_bytes`."""
     try:
         from IPython import get_ipython
-        from IPython.core.pylabtools import select_figure_formats
     except ImportError:
         return
     shell = get_ipython()
     if shell is not None:
-        select_figure_formats(shell, {"png"}, bbox_inches="tight", dpi=110)
+        from matplotlib.figure import Figure
+
+        formatters = shell.display_formatter.formatters
+        for mime in list(formatters):  # one representation only: no SVG, PDF or JPEG copies
+            if mime != "text/plain":
+                formatters[mime].pop(Figure, None)
+        formatters["image/png"].for_type(Figure, png_bytes)
 
 
 def _figure(width: float, height: float):
