@@ -316,12 +316,32 @@ def share_static(site: Path, base: str, edition: str) -> int:
     return saved
 
 
+IMAGE_LINK = re.compile(r'_images/([^"\'?#]+)')
+
+
+def prune_images(edition: Path) -> int:
+    """Delete the files of ``edition/_images`` that no page of the edition shows; return bytes.
+
+    Sphinx copies each page's images into ``_images`` but never deletes one: after a figure
+    changes, the old file stays in the build directory.
+    """
+    shown = {name for page in edition.rglob("*.html")
+             for name in IMAGE_LINK.findall(page.read_text("utf-8"))}
+    pruned = 0
+    for image in (edition / "_images").glob("*"):
+        if image.is_file() and image.name not in shown:
+            pruned += image.stat().st_size
+            image.unlink()
+    return pruned
+
+
 # What the published site holds besides the editions: docs/_root's files, at its root.
 def publish(languages: tuple[str, ...]) -> Path:
     """Assemble the published site in ``docs/_build/html`` from the editions' build directories.
 
-    Only what readers load: no doctrees, no ``jupyter_execute/``, no ``.buildinfo``. The
-    directory is rebuilt from scratch each time, so nothing stale survives in it.
+    Only what readers load: no doctrees, no ``jupyter_execute/``, no ``.buildinfo``, no image
+    that no page shows. The directory is rebuilt from scratch each time, so nothing stale
+    survives in it.
     """
     site = BUILD / "html"
     shutil.rmtree(site, ignore_errors=True)
@@ -330,6 +350,7 @@ def publish(languages: tuple[str, ...]) -> Path:
         shutil.copytree(BUILD / "sphinx" / language, site / language,
                         ignore=shutil.ignore_patterns(".buildinfo", ".doctrees", *UNLOADED))
         shutil.rmtree(site / language / "_static" / "locales", ignore_errors=True)
+        prune_images(site / language)
     if "en" in languages:
         for language in languages:
             if language != "en":

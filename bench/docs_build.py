@@ -12,7 +12,9 @@ of ``nox -s docs``, one after the other:
    and no other.
 
 Each run records its wall time, the sphinx-build seconds of each edition (``nox -s docs`` logs
-them) and the chapters that MyST-NB executed (it logs ``Executing notebook`` for each).
+them), the chapters that MyST-NB executed (it logs ``Executing notebook`` for each) and the
+steps the session skipped because nothing they depend on changed (install, Horovod check,
+catalog extraction).
 """
 
 from __future__ import annotations
@@ -31,6 +33,15 @@ ROOT = HERE.parent
 EDITED_PAGE = "heterogeneous"
 EXECUTING = re.compile(r"docs/([\w-]+)\.md: Executing notebook")
 BUILD_TIMES = re.compile(r"build times: (.*)")
+#: What the docs session logs when it skips a step because nothing it depends on changed.
+SKIPPED = {"install": re.compile(r"installed already \("),
+           "horovod_check": re.compile(r"checked in this venv since its last install"),
+           "catalog_extraction": re.compile(r"catalogs: no page, catalog or conf changed")}
+
+
+def skipped(log: str) -> list[str]:
+    """The steps a ``nox -s docs`` log says it skipped (see :data:`SKIPPED`)."""
+    return [step for step, said in SKIPPED.items() if said.search(log)]
 
 
 class DocsBuildError(RuntimeError):
@@ -59,7 +70,7 @@ def nox_docs(clone: Path, *posargs: str) -> dict:
             times[edition] = float(seconds)
     return {"wall_s": round(wall, 1), "sphinx_s": times,
             "outside_sphinx_s": round(wall - sum(times.values()), 1),
-            "executed": sorted(set(EXECUTING.findall(out)))}
+            "executed": sorted(set(EXECUTING.findall(out))), "skipped": skipped(out)}
 
 
 def edit_prose(page: Path) -> str:

@@ -87,6 +87,7 @@ html_theme_options = {
     "show_toc_level": 2,
     "home_page_in_toc": True,
     "article_header_end": ["lang-switch.html", "article-header-buttons.html"],
+    "search_bar_text": "Search this book...",
 }
 html_last_updated_fmt = ""
 copybutton_prompt_text = r">>> |\.\.\. "
@@ -108,5 +109,7 @@ mgpu_per_language = {
         # The footer: sphinx-book-theme's "By {author}" and pydata's "© Copyright {copyright}".
         "author": "mgpu 项目组",
         "copyright": "2026，mgpu 项目组",
+        # The search box's placeholder (pydata-sphinx-theme's search_bar_text).
+        "html_theme_options": {**html_theme_options, "search_bar_text": "搜索本书……"},
     },
 }

@@ -53,8 +53,22 @@ def test_executions_are_read_from_the_log():
     assert sorted(docs_build.EXECUTING.findall(log)) == ["cost-model", "heterogeneous"]
 
 
+def test_skipped_steps_are_read_from_the_log():
+    log = ("nox > .[cpu,docs]: installed already (pyproject.toml and constraints.txt unchanged)\n"
+           "nox > catalogs: no page, catalog or conf changed since the last extraction, not "
+           "extracted again\n")
+    assert docs_build.skipped(log) == ["install", "catalog_extraction"]
+    assert docs_build.skipped("nox > uv pip install -c constraints.txt -e '.[cpu,docs]'\n") == []
+
+
 @pytest.mark.parametrize("executed, met", [([], True), (["heterogeneous"], False)])
 def test_prose_edit_target(executed, met):
     results = {"docs_build": {"prose_edit_executed": len(executed)}}
     (row,) = [r for r in targets.evaluate(results) if r["id"] == "docs_prose_edit"]
     assert row["met"] is met
+
+
+def test_the_skip_messages_are_those_of_the_noxfile():
+    noxfile = (Path(docs_build.ROOT) / "noxfile.py").read_text()
+    for step, said in docs_build.SKIPPED.items():
+        assert said.search(noxfile), step

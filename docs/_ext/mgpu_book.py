@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 from pathlib import Path
 from typing import Any
@@ -136,7 +137,9 @@ def _per_language(app: Sphinx, config: Config) -> None:
     if overrides is None:
         overrides = config.mgpu_per_language.get(language.split("_")[0], {})
     for name, value in overrides.items():
-        config[name] = value
+        # A copy: themes add their defaults to html_theme_options in place, which would change
+        # mgpu_per_language (an "env" value) and make Sphinx re-read every page of the next build.
+        config[name] = copy.deepcopy(value)
 
 
 # Sphinx 9.0 moved the Chinese search to Snowball's english-stemmer.js (sphinx-doc/sphinx#13574)
@@ -180,6 +183,36 @@ def _drop_other_editions(app: Sphinx, doctree: Any) -> None:
     process_only_nodes(doctree, app.builder.tags)
 
 
+# --- MyST-NB's execution table in the Chinese edition ----------------------------------------
+# myst_nb/ext/execution_tables.py writes its header (and the execution method) in English.
+EXEC_TABLE_HEADER = ["Document", "Modified", "Method", "Run Time (s)", "Status"]
+EXEC_TABLE_WORDS = {
+    "zh": {"Document": "页面", "Modified": "修改时间", "Method": "执行方式",
+           "Run Time (s)": "运行时间（秒）", "Status": "状态",
+           "cache": "缓存", "auto": "自动", "force": "强制", "inline": "内联", "off": "不执行"},
+}
+
+
+def _translate_exec_table(app: Sphinx, doctree: Any, docname: str) -> None:
+    """Put the header and methods of ``{nb-exec-table}`` into the edition's language."""
+    from docutils import nodes
+
+    words = EXEC_TABLE_WORDS.get((app.config.language or "en").split("_")[0])
+    if not words:
+        return
+    for table in doctree.findall(nodes.table):
+        head = next(table.findall(nodes.thead), None)
+        if head is None or [e.astext() for e in head.findall(nodes.entry)] != EXEC_TABLE_HEADER:
+            continue
+        for body in table.findall(nodes.tbody):
+            for row in body.findall(nodes.row):
+                method = list(row.findall(nodes.entry))[2]
+                for text in list(method.findall(nodes.Text)):
+                    text.parent.replace(text, nodes.Text(words.get(text.astext(), text.astext())))
+        for text in list(head.findall(nodes.Text)):
+            text.parent.replace(text, nodes.Text(words[text.astext()]))
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("mgpu_package_dir", "", "env", types=(str,))
     app.add_config_value("mgpu_page_data", {}, "env", types=(dict,))
@@ -192,5 +225,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.connect("config-inited", _fix_chinese_search)  # after _per_language
     app.connect("source-read", _note_data_dependencies)
     app.connect("doctree-read", _drop_other_editions)
+    app.connect("doctree-resolved", _translate_exec_table)
     app.connect("html-page-context", _offer_notebook, priority=400)  # before the theme's buttons
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

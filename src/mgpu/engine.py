@@ -195,13 +195,13 @@ def draw_queue_memory(runs: Sequence[QueueRun], lang: str = "en", title: str = "
     3
     """
     from mgpu.diagrams import cjk_font
-    from mgpu.plot import _figure
+    from mgpu.plot import figure
 
     if lang not in QUEUE_LABELS:
         raise ValueError(f"lang must be one of {sorted(QUEUE_LABELS)}, got {lang!r}")
     words = QUEUE_LABELS[lang]
     family = [cjk_font(), "DejaVu Sans"] if lang == "zh" else ["DejaVu Sans"]
-    fig = _figure(7, 3.2)
+    fig = figure(7, 3.2)
     ax = fig.subplots()
     for run in runs:
         t = [s[0] for s in run.samples]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-__all__ = ["plot_bars", "plot_history", "plot_timeline", "png_bytes"]
+__all__ = ["figure", "plot_bars", "plot_history", "plot_timeline", "png_bytes"]
 
 #: Resolution of the figures shown in notebooks and the book (dots per inch).
 DPI = 110
@@ -126,9 +126,17 @@ def _show_in_notebooks() -> None:
         formatters["image/png"].for_type(Figure, png_bytes)
 
 
-def _figure(width: float, height: float):
-    """A figure that is not registered with pyplot: nothing is shown until the caller shows it
-    (as a cell's value or through MyST-NB's ``glue``), and nothing leaks between calls."""
+def figure(width: float, height: float):
+    """A figure of ``width`` x ``height`` inches for the book, with a tight layout.
+
+    It is not registered with pyplot: nothing is shown until the caller shows it (as a cell's
+    value or through MyST-NB's ``glue``), and nothing leaks between calls. In IPython it is
+    displayed as a palette PNG (:func:`png_bytes`).
+
+    >>> fig = figure(4, 3); ax = fig.add_subplot()
+    >>> tuple(fig.get_size_inches())
+    (4.0, 3.0)
+    """
     from matplotlib.figure import Figure
 
     _show_in_notebooks()
@@ -162,7 +170,7 @@ def plot_history(histories: Sequence, labels: Sequence[str] | None = None, title
         labels = [words["run"].format(n=len(h.devices), batch=h.batch_size, lr=h.lr,
                                       kinds="+".join(sorted({d.split("(")[0] for d in h.devices})))
                   for h in histories]
-    fig = _figure(9, 3.4)
+    fig = figure(9, 3.4)
     ax_loss, ax_acc = fig.subplots(1, 2)
     for h, lab in zip(histories, labels, strict=True):
         epochs = range(1, len(h.loss) + 1)
@@ -200,7 +208,7 @@ def plot_bars(names: Sequence[str], values: Sequence[float], ylabel: str | None 
     words = _words(lang)
     ylabel = words["seconds_per_epoch"] if ylabel is None else ylabel
 
-    fig = _figure(max(4.0, 1.3 * len(names) + 1), 3.2)
+    fig = figure(max(4.0, 1.3 * len(names) + 1), 3.2)
     ax = fig.subplots()
     colors = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
     bars = ax.bar(list(names), list(values), color=colors[: len(values)])
@@ -238,7 +246,7 @@ def plot_timeline(events: Sequence, title: str = "", xlabel: str | None = None,
     names = sorted({e.name for e in events})
     colors = mpl.rcParams["axes.prop_cycle"].by_key()["color"]
     color = {n: colors[i % len(colors)] for i, n in enumerate(names)}
-    fig = _figure(9, 0.7 * len(devices) + 1.4)
+    fig = figure(9, 0.7 * len(devices) + 1.4)
     ax = fig.subplots()
     for e in events:
         row = devices.index(e.device)

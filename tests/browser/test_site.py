@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -139,7 +140,8 @@ def test_chinese_result_table_has_chinese_headers(page, site_url):
     assert all(re.search(CJK, c) for c in first_column), first_column
 
 
-@pytest.mark.parametrize("name", ["multi-device-gluon", "heterogeneous", "auto-parallelism"])
+@pytest.mark.parametrize("name", ["multi-device-gluon", "heterogeneous", "auto-parallelism",
+                                  "batch-size", "engine", "kvstore", "horovod", "status"])
 def test_chinese_outputs_carry_no_english_sentences(page, site_url, name):
     """The rendered outputs of a Chinese page (glued text, figure captions) are Chinese: no run
     of four or more English words."""
@@ -155,13 +157,26 @@ def test_chinese_outputs_carry_no_english_sentences(page, site_url, name):
 
 
 def test_chinese_theme_labels(page, site_url):
-    """The light/dark switcher and the footer's author line are Chinese in the Chinese edition."""
+    """The light/dark switcher, the footer's author line, the sidebar toggles' tooltips and the
+    search box are Chinese in the Chinese edition."""
     _open(page, f"{site_url}/zh_CN/index.html")
     label = page.locator(".theme-switch-button").first.get_attribute("aria-label")
     assert label == "颜色模式", label
     footer = page.locator("footer.bd-footer-content").first.inner_text()
     assert "mgpu 项目组" in footer and "版权所有" in footer, footer
     assert not any(w in footer for w in ("authors", "By ", "Copyright")), footer
+    _open(page, f"{site_url}/zh_CN/status.html")  # a page with sections: both sidebar toggles
+    for button in (".primary-toggle", ".secondary-toggle"):  # sphinx-book-theme's sidebars
+        tip = page.locator(button).first.get_attribute("title")
+        assert re.search(CJK, tip), (button, tip)
+    placeholder = page.locator(".bd-search input").first.get_attribute("placeholder")
+    assert re.search(CJK, placeholder), placeholder
+
+
+def test_chinese_execution_table_has_chinese_headers(page, site_url):
+    _open(page, f"{site_url}/zh_CN/status.html")
+    headers = page.locator("article table").last.locator("th").all_inner_texts()
+    assert headers and all(re.search(CJK, h) for h in headers), headers
 
 
 def test_code_has_copy_buttons_and_outputs_do_not(page, site_url):
