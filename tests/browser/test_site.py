@@ -167,8 +167,11 @@ def test_chinese_theme_labels(page, site_url):
     assert not any(w in footer for w in ("authors", "By ", "Copyright")), footer
     _open(page, f"{site_url}/zh_CN/status.html")  # a page with sections: both sidebar toggles
     for button in (".primary-toggle", ".secondary-toggle"):  # sphinx-book-theme's sidebars
-        tip = page.locator(button).first.get_attribute("title")
-        assert re.search(CJK, tip), (button, tip)
+        toggle = page.locator(f".bd-header-article {button}").first
+        # Bootstrap moves a tooltip's title to data-bs-original-title once it sets it up.
+        tip = toggle.get_attribute("title") or toggle.get_attribute("data-bs-original-title")
+        label = toggle.get_attribute("aria-label")
+        assert tip and re.search(CJK, tip) and label == tip, (button, tip, label)
     placeholder = page.locator(".bd-search input").first.get_attribute("placeholder")
     assert re.search(CJK, placeholder), placeholder
 
