@@ -5,7 +5,8 @@ of ``nox -s docs``, one after the other:
 
 1. **cold**: a new virtual environment and an empty execution cache: installs, executes every
    chapter, builds both editions;
-2. **warm**: the same command again, nothing changed;
+2. **warm**: the same command again, nothing changed, :data:`WARM_REPEATS` times (the median
+   run is reported, with the others' wall times);
 3. **prose edit**: one paragraph of one chapter changed (English edition only, since a changed
    English sentence has no translation yet): must execute no chapter;
 4. **code edit**: one code cell of that chapter changed (English only): must execute that chapter
@@ -31,6 +32,8 @@ from bench.common import HERE, log
 ROOT = HERE.parent
 #: The chapter whose prose and code the edit runs change.
 EDITED_PAGE = "heterogeneous"
+#: How many times the warm build is timed (the median run is reported).
+WARM_REPEATS = 3
 EXECUTING = re.compile(r"docs/([\w-]+)\.md: Executing notebook")
 BUILD_TIMES = re.compile(r"build times: (.*)")
 #: What the docs session logs when it skips a step because nothing it depends on changed.
@@ -94,6 +97,15 @@ def edit_code(page: Path) -> str:
     return statement
 
 
+def median_run(runs: list[dict]) -> dict:
+    """The run of median wall time (the lower middle one of an even number).
+
+    >>> median_run([{"wall_s": 20.0}, {"wall_s": 12.0}, {"wall_s": 13.0}])
+    {'wall_s': 13.0}
+    """
+    return sorted(runs, key=lambda r: r["wall_s"])[(len(runs) - 1) // 2]
+
+
 def run(cfg: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="mgpu-docs-build-") as tmp:
         clone = Path(tmp) / "book"
@@ -103,20 +115,28 @@ def run(cfg: dict) -> dict:
         page = clone / "docs" / f"{EDITED_PAGE}.md"
         runs = {}
         for name, prepare, posargs in (
-            ("cold", None, ()), ("warm", None, ()),
+            ("cold", None, ()), *[("warm", None, ())] * WARM_REPEATS,
             ("prose_edit", edit_prose, ("--en",)), ("code_edit", edit_code, ("--en",)),
         ):
             change = prepare(page) if prepare else None
             log(f"  docs_build: {name} ...")
-            runs[name] = {**nox_docs(clone, *posargs), "change": change}
-            log(f"  docs_build: {name}: {runs[name]['wall_s']:.0f} s, executed "
-                f"{runs[name]['executed'] or 'nothing'}")
+            measured = {**nox_docs(clone, *posargs), "change": change}
+            log(f"  docs_build: {name}: {measured['wall_s']:.0f} s, executed "
+                f"{measured['executed'] or 'nothing'}")
+            if name == "warm":
+                runs.setdefault("warm_repeats", []).append(measured)
+            else:
+                runs[name] = measured
+        repeats = runs.pop("warm_repeats")
+        runs["warm"] = {**median_run(repeats),
+                        "repeats_wall_s": [r["wall_s"] for r in repeats]}
     chapters = len(runs["cold"]["executed"])
     return {
         "setup": {"what": "nox -s docs in a fresh clone of the committed HEAD",
                   "commit": commit, "edited_page": EDITED_PAGE,
-                  "runs": "cold (new venv, empty cache), warm (nothing changed), then a prose "
-                          "edit and a code edit of the edited page (English edition only)"},
+                  "runs": f"cold (new venv, empty cache), warm (nothing changed; the median of "
+                          f"{WARM_REPEATS} runs), then a prose edit and a code edit of the edited "
+                          "page (English edition only)"},
         "runs": runs,
         "cold_s": runs["cold"]["wall_s"],
         "warm_s": runs["warm"]["wall_s"],

@@ -72,3 +72,9 @@ def test_the_skip_messages_are_those_of_the_noxfile():
     noxfile = (Path(docs_build.ROOT) / "noxfile.py").read_text()
     for step, said in docs_build.SKIPPED.items():
         assert said.search(noxfile), step
+
+
+def test_the_warm_figure_is_the_median_run():
+    runs = [{"wall_s": 20.0, "n": 1}, {"wall_s": 12.0, "n": 2}, {"wall_s": 13.0, "n": 3}]
+    assert docs_build.median_run(runs)["n"] == 3
+    assert docs_build.median_run(runs[:2])["n"] == 2  # the lower middle of an even number
