@@ -343,7 +343,7 @@ def _files_note(app: Sphinx, files: list[str]) -> str:
     names = ", ".join(f"`{f}`" for f in files)
     archive = zip_name(app.config.language or "en")
     if (app.config.language or "en").startswith("zh"):
-        return (f"> 本记事本会读取 {names}：请在所有记事本的压缩包 `{archive}` 解压后的 "
+        return (f"> 本笔记本会读取 {names}：请在所有笔记本的压缩包 `{archive}` 解压后的 "
                 f"`{NOTEBOOK_DIR}/` 目录中运行它，压缩包里带有这些文件。")
     return (f"> This notebook reads {names}: run it from the `{NOTEBOOK_DIR}/` folder of the zip "
             f"of all notebooks, `{archive}`, which holds those files.")
@@ -405,7 +405,7 @@ def _write_zip(app: Sphinx, exception: Exception | None) -> None:
 
 def _zip_readme(language: str) -> str:
     if language.startswith("zh"):
-        return ("# mgpu 的记事本\n\n在 `notebooks/` 目录中用 Jupyter 打开它们。"
+        return ("# mgpu 的笔记本\n\n在 `notebooks/` 目录中用 Jupyter 打开它们。"
                 "它们需要 Python 3.11 和软件包 `mgpu`"
                 "（`pip install -e '.[cpu,plot]' jupyter`，在本书的代码仓库中）。\n")
     return ("# The notebooks of mgpu\n\nOpen them in Jupyter from `notebooks/`. They need Python "
