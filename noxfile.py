@@ -324,20 +324,17 @@ def share_static(site: Path, base: str, edition: str) -> int:
 IMAGE_LINK = re.compile(r'_images/([^"\'?#]+)')
 
 
-def prune_images(edition: Path) -> int:
-    """Delete the files of ``edition/_images`` that no page of the edition shows; return bytes.
+def prune_images(edition: Path) -> None:
+    """Delete the files of ``edition/_images`` that no page of the edition shows.
 
     Sphinx copies each page's images into ``_images`` but never deletes one: after a figure
     changes, the old file stays in the build directory.
     """
     shown = {name for page in edition.rglob("*.html")
              for name in IMAGE_LINK.findall(page.read_text("utf-8"))}
-    pruned = 0
     for image in (edition / "_images").glob("*"):
         if image.is_file() and image.name not in shown:
-            pruned += image.stat().st_size
             image.unlink()
-    return pruned
 
 
 # What the published site holds besides the editions: docs/_root's files, at its root.

@@ -172,7 +172,7 @@ def queue_memory(wait: bool, steps: int = 40, size: int = 1024,
     size = positive_int("size", size, minimum=4)
     env = {"MALLOC_MMAP_THRESHOLD_": "131072", **(env or {})}
     r = _run_program(_QUEUE, ["wait" if wait else "nowait", str(steps), str(size)], env,
-             "queue_memory", timeout)
+                     "queue_memory", timeout)
     return QueueRun(wait, steps, size * size * 4 / 1e6, r["push_s"], r["finish_s"],
                     r["start_mb"], r["peak_mb"], [tuple(s) for s in r["samples"]])
 

@@ -66,13 +66,13 @@ def train_fresh(
 
 
 def _run_program(program: str, args: list[str], env: Mapping[str, str], what: str,
-                timeout: float) -> dict:
+                 timeout: float) -> dict:
     """Run ``program`` in a fresh Python with ``env`` added; return its ``MGPU-RESULT`` line.
 
     ``what`` names the work in the error raised when the program prints no result.
 
     >>> _run_program('import json; print("MGPU-RESULT " + json.dumps({"x": 1}))', [], {},
-    ...             "printing", 60)
+    ...              "printing", 60)
     {'x': 1}
     """
     bad = {k: v for k, v in env.items() if not isinstance(v, str)}
