@@ -39,7 +39,7 @@ from mgpu.allreduce import (
     allreduce_scatter_gather,
     ring_allreduce,
 )
-from mgpu.book import ClaimError, glue, pick, require
+from mgpu.book import ClaimError, Table, glue, pick, require, verdict
 from mgpu.budget import Budget, budget
 from mgpu.checks import check_devices, check_labels, positive_int, positive_number
 from mgpu.data import (
@@ -182,6 +182,7 @@ __all__ = [
     "QueueRun",
     "SplitError",
     "Step",
+    "Table",
     "Traffic",
     "allreduce",
     "allreduce_many",
@@ -258,6 +259,7 @@ __all__ = [
     "train_schedule",
     "try_all_gpus",
     "try_gpu",
+    "verdict",
     "with_ghost_batch_norm",
     "worker_shard",
 ]

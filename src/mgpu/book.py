@@ -1,20 +1,26 @@
 """How the book's executing cells tie the prose to the measurements.
 
-A sentence that states an outcome is only as good as its check. Two kinds of check:
+A sentence that states an outcome is only as good as its check. Two kinds of check, both run in
+cells that the page does not show (MyST-NB's ``remove-cell`` tag):
 
 - :func:`require` for deterministic claims (sums, equality, counts): when the claim does not hold,
   it raises :class:`ClaimError` and the build fails, naming the claim.
-- :func:`pick` for claims that depend on timing: the measurement chooses which of two prepared
-  sentences the page shows, in English and in Chinese, so a noisy machine changes the words,
-  never the build's result.
+- :func:`verdict` for claims that depend on timing: the measurement glues an outcome (``true`` or
+  ``false``, or a short name such as ``faster``), and the page's ``{verdict}`` directive
+  (``docs/_ext/mgpu_verdict.py``) shows the one of its prepared sentences whose ``{case}``
+  matches. The sentences live in the chapter's Markdown, so the catalogs translate them; a noisy
+  machine changes the words, never the build's result.
 
-The numbers themselves reach the prose with :func:`glue` (MyST-NB's ``glue``). The Chinese
-edition's catalogs refer to the ``*_zh`` keys that :func:`pick` glues.
+The numbers themselves reach the prose with :func:`glue` (MyST-NB's ``glue``). Small results are
+shown as a :class:`Table`, which renders as a Markdown table on the page and as aligned text
+elsewhere.
 """
 
 from __future__ import annotations
 
-__all__ = ["ClaimError", "glue", "pick", "require"]
+from collections.abc import Mapping, Sequence
+
+__all__ = ["ClaimError", "Table", "glue", "require", "verdict"]
 
 
 class ClaimError(AssertionError):
@@ -53,14 +59,112 @@ def glue(key: str, value: object) -> object:
     return value
 
 
-def pick(key: str, holds: bool, en: tuple[str, str], zh: tuple[str, str]) -> bool:
-    """Glue the sentence the measurement supports: ``en[0]`` if ``holds`` else ``en[1]``.
+def verdict(key: str, outcome: bool | str) -> str:
+    """Glue the outcome of a measurement under ``key`` and return it as the case name.
 
-    The English text is glued as ``key`` and the Chinese as ``key + "_zh"``; return ``holds``.
+    ``True`` and ``False`` become ``"true"`` and ``"false"``; a string names its case itself.
+    The page's ``{verdict} key`` directive shows the ``{case}`` of that name.
 
-    >>> pick("faster", 2.0 > 1.0, ("is faster", "is not faster"), ("更快", "并不更快"))
-    True
+    >>> verdict("faster", 2.0 > 1.0)
+    'true'
+    >>> verdict("trend", "slower")
+    'slower'
+    >>> verdict("trend", "two words")
+    Traceback (most recent call last):
+    ...
+    ValueError: verdict 'trend': the outcome 'two words' is not a case name ...
     """
+    if isinstance(outcome, bool):
+        name = "true" if outcome else "false"
+    else:
+        name = str(outcome)
+    if not name or not all(part.isidentifier() for part in name.split("-")):
+        raise ValueError(
+            f"verdict {key!r}: the outcome {outcome!r} is not a case name (a bool, or one "
+            "word of letters, digits, '_' or '-'): name the outcome, not the sentence")
+    glue(key, name)
+    return name
+
+
+def _cell(value: object, digits: int) -> str:
+    if isinstance(value, bool) or not isinstance(value, float):
+        return str(value)
+    if abs(value) >= 100:
+        return f"{value:,.0f}"
+    return f"{value:.{digits}f}"
+
+
+class Table:
+    """A small result table: Markdown on the page, aligned columns in plain text.
+
+    Floats are rounded to ``digits`` decimals (whole numbers from 100 up); put units in the
+    header or the caption.
+
+    >>> Table(["devices", "time (ms)"], [[1, 12.3456], [2, 7.0]])
+    devices  time (ms)
+    -------  ---------
+          1      12.35
+          2       7.00
+    >>> Table(["a", "b"], [[1]])
+    Traceback (most recent call last):
+    ...
+    ValueError: Table: row 0 has 1 cells, but there are 2 columns (['a', 'b']): give every row ...
+    """
+
+    def __init__(self, header: Sequence[str], rows: Sequence[Sequence[object]],
+                 digits: int = 2) -> None:
+        self.header = [str(h) for h in header]
+        for i, row in enumerate(rows):
+            if len(row) != len(self.header):
+                raise ValueError(
+                    f"Table: row {i} has {len(row)} cells, but there are {len(self.header)} "
+                    f"columns ({self.header}): give every row one value per column")
+        self.rows = [[_cell(v, digits) for v in row] for row in rows]
+
+    @classmethod
+    def from_mapping(cls, header: Sequence[str], mapping: Mapping[object, object],
+                     digits: int = 2) -> Table:
+        """A two-column table of a mapping's keys and values.
+
+        >>> Table.from_mapping(["device", "threads"], {"cpu(0)": 7, "cpu(1)": 8})
+        device  threads
+        ------  -------
+        cpu(0)        7
+        cpu(1)        8
+        """
+        return cls(header, [[k, v] for k, v in mapping.items()], digits)
+
+    def _widths(self) -> list[int]:
+        return [max(len(c) for c in column) for column in zip(self.header, *self.rows)]
+
+    def _numeric_columns(self) -> list[bool]:
+        return [bool(self.rows) and all(_numeric(row[i]) for row in self.rows)
+                for i in range(len(self.header))]
+
+    def __repr__(self) -> str:
+        widths, numeric = self._widths(), self._numeric_columns()
+        lines = [self.header, ["-" * w for w in widths], *self.rows]
+        return "\n".join(
+            "  ".join(c.rjust(w) if n else c.ljust(w)
+                      for c, w, n in zip(line, widths, numeric)).rstrip()
+            for line in lines)
+
+    def _repr_markdown_(self) -> str:
+        rule = ["---:" if n else "---" for n in self._numeric_columns()]
+        lines = [self.header, rule, *self.rows]
+        return "\n".join("| " + " | ".join(_md(c) for c in line) + " |" for line in lines)
+
+
+def _numeric(text: str) -> bool:
+    return text.replace(",", "").replace(".", "", 1).lstrip("-+").isdigit()
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def pick(key: str, holds: bool, en: tuple[str, str], zh: tuple[str, str]) -> bool:
+    """Glue the sentence the measurement supports (being replaced by :func:`verdict`)."""
     glue(key, en[0] if holds else en[1])
     glue(f"{key}_zh", zh[0] if holds else zh[1])
     return holds
