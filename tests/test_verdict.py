@@ -115,6 +115,22 @@ def test_a_verdict_needs_cases_only(tmp_path):
     assert "two or more {case} directives and nothing else" in result.stderr
 
 
+def test_the_role_chooses_words_inside_a_table_cell(tmp_path):
+    table = ("| target | outcome |\n|---|---|\n"
+             "| speed | {verdict}`big; true: met; false: not met` |\n")
+    result = build(tmp_path, {"big": "false"}, markdown=table)
+    assert result.returncode == 0, result.stderr
+    page = shown(tmp_path)
+    assert "<td><p>not met</p></td>" in page.replace("\n", "")
+    assert ">met<" not in page
+
+
+def test_a_malformed_role_fails_the_build(tmp_path):
+    result = build(tmp_path, {"big": "true"}, markdown="It {verdict}`big; true met` here.\n")
+    assert result.returncode != 0
+    assert "verdict 'big'" in result.stderr and "not of that form" in result.stderr
+
+
 def test_the_catalog_gets_every_case(tmp_path):
     """The gettext builder keeps all cases, so the Chinese edition translates each sentence."""
     result = build(tmp_path, {"big": "true", "trend": "faster"}, builder="gettext")

@@ -18,6 +18,11 @@ MyST-NB resolves ``{glue:text}`` references to other pages) the case whose name 
 glued outcome replaces the directive; the others are dropped. An outcome without a case, or a
 verdict without a glued outcome, is an error that names the page and the key (``-W`` makes it
 fail the build). A case may name several outcomes: ``:::{case} slower same``.
+
+Where a block cannot stand (a table cell, a word inside a sentence), the role chooses between
+plain words: ``{verdict}`target_met; true: met; false: not met``` (key first, then one
+``outcomes: words`` part for each case, separated by semicolons). The whole cell or paragraph
+is one message of the catalog, so the Chinese edition translates the words inside the role.
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.transforms.post_transforms import SphinxPostTransform
 from sphinx.util import logging
-from sphinx.util.docutils import SphinxDirective
+from sphinx.util.docutils import SphinxDirective, SphinxRole
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +85,33 @@ class CaseDirective(SphinxDirective):
         self.set_source_info(node)
         self.state.nested_parse(self.content, self.content_offset, node)
         return [node]
+
+
+class InlineVerdict(SphinxRole):
+    """``{verdict}`key; true: words; false: other words``: plain words chosen by an outcome."""
+
+    def run(self) -> tuple[list[nodes.Node], list[nodes.system_message]]:
+        key, *parts = [p.strip() for p in self.text.split(";")]
+        node = verdict_node(self.rawtext, key=key, docname=self.env.docname)
+        self.set_source_info(node)
+        seen: set[str] = set()
+        for part in parts:
+            outcomes, colon, words = part.partition(":")
+            names = outcomes.split()
+            if not colon or not names or seen.intersection(names):
+                msg = self.inliner.reporter.error(
+                    f"verdict {key!r}: write the role as `key; outcome: words; other: words` "
+                    f"(each outcome once); {part!r} is not of that form", line=self.lineno)
+                return [], [msg]
+            seen.update(names)
+            case = case_node(outcomes=names)
+            case += nodes.Text(words.strip())
+            node += case
+        if len(seen) < 2:
+            msg = self.inliner.reporter.error(
+                f"verdict {key!r}: the role needs two or more cases", line=self.lineno)
+            return [], [msg]
+        return [node], []
 
 
 def glued_outcome(output_folder: str, docname: str, key: str) -> str | None:
@@ -133,5 +165,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
                               for fmt in ("html", "latex", "text", "man", "texinfo")})
     app.add_directive("verdict", VerdictDirective)
     app.add_directive("case", CaseDirective)
+    app.add_role("verdict", InlineVerdict())
     app.add_post_transform(ChooseVerdicts)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
