@@ -22,6 +22,7 @@ version = ".".join(release.split(".")[:2])
 
 extensions = [
     "mgpu_book",  # _ext/mgpu_book.py
+    "mgpu_verdict",  # _ext/mgpu_verdict.py: {verdict} sentences chosen by a measurement
     "mgpu_notebooks",  # _ext/mgpu_notebooks.py: clean .ipynb downloads and their zip
     "mgpu_mathjax",  # _ext/mgpu_mathjax.py: the MathJax files the pages load, served locally
     "myst_nb",

@@ -16,7 +16,7 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 import mgpu  # noqa: E402
-from mgpu import diagrams  # noqa: E402
+from mgpu import diagrams, plot  # noqa: E402
 from mgpu.diagrams import LABELS, FontError, cjk_font, event_category, parts  # noqa: E402
 
 draw_allreduce, draw_engine_queues = mgpu.draw_allreduce, mgpu.draw_engine_queues
@@ -98,7 +98,8 @@ def test_allreduce_labels_carry_p_and_the_per_device_totals_for_k4(lang):
     left, middle, ring = ([t.get_text() for t in ax.texts] for ax in fig.axes)
     assert sum("P" in t and "P/k" not in t for t in left if "β" not in t) == 3
     assert sum("P/k" in t for t in middle) == 6 and sum("P/k" in t for t in ring) == 4
-    notes = [t.get_text() for ax in fig.axes for t in ax.texts if t.get_gid() == "note"]
+    notes = [" ".join(t.get_text().split()) for ax in fig.axes for t in ax.texts
+             if t.get_gid() == "note"]
     assert "2(k−1)P/β = 6P/β" in notes[0]
     assert all("2(k−1)P/(kβ)" in n and "1.5P/β" in n for n in notes[1:])
     assert "6" in notes[2]  # 2(k-1) steps
@@ -127,7 +128,7 @@ def test_engine_queues_draw_one_bar_per_operator(lang):
     assert parts(fig)["bar"] == 5  # the engine's bookkeeping is left out
     rows = [t.get_text() for t in fig.axes[0].get_yticklabels()]
     assert rows == [LABELS[lang]["device"].format(i=i) for i in (0, 1)]
-    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
     assert legend == [LABELS[lang][c] for c in ("compute", "copy", "sum", "sgd")]
 
 
@@ -224,3 +225,62 @@ def test_allreduce_needs_two_devices():
 
 def test_exported_from_the_package():
     assert mgpu.draw_step is draw_step and mgpu.FontError is FontError
+
+
+# --- Shown as SVG, legible where shown (mgpu.plot: CSS_DPI pixels per inch, scaled down to
+# the content column when wider).
+
+MIN_TEXT_PX = 9  # the smallest words, on screen
+CHAPTER_FIGURES = {  # the arguments the chapters draw with (cost-model, engine)
+    "step": lambda lang: draw_step(lang, k=2, batch_size=256),
+    "allreduce": lambda lang: draw_allreduce(lang, k=4),
+    "parameter_server": lambda lang: draw_parameter_server(lang, workers=3, servers=2),
+    "engine_queues": lambda lang: draw_engine_queues(EVENTS * 40, lang),
+}
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name", CHAPTER_FIGURES)
+def test_diagrams_are_svg_with_words_as_outlines(lang, name):
+    fig = CHAPTER_FIGURES[name](lang)
+    assert plot._format(fig) == "svg" and plot._png_output(fig) is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a missing glyph would fail here
+        svg = plot._svg_output(fig)
+    assert svg.startswith("<?xml") and "<svg" in svg
+    assert "<text" not in svg  # words drawn as outlines: no font needed to read them
+    assert svg == plot._svg_output(fig)  # same figure, same bytes: no date, no random ids
+    assert len(svg.encode()) < 150_000, f"{name}: {len(svg.encode())} bytes"
+    if lang == "zh":  # every Chinese character has its outline, in the CJK font
+        font = font_manager.get_font(font_manager.findfont(cjk_font()))
+        chars = {c for t in _texts(fig) for c in t.get_text() if CJK.match(c)}
+        assert chars
+        for c in chars:
+            assert f"{font.postscript_name}-{ord(c):x}" in svg, c
+
+
+@pytest.mark.parametrize("lang", LANGS)
+@pytest.mark.parametrize("name", CHAPTER_FIGURES)
+def test_diagrams_are_legible_on_the_page(lang, name):
+    fig = CHAPTER_FIGURES[name](lang)
+    svg = plot.svg_bytes(fig).decode()
+    width_pt = float(re.search(r'<svg[^>]* width="([\d.]+)pt"', svg).group(1))
+    shown = min(width_pt * 96 / 72, plot.COLUMN_PX)  # CSS px: 72 pt = 96 px
+    smallest = min(t.get_fontsize() for t in plot._shown_texts(fig))
+    px = smallest * 96 / 72 * shown / (width_pt * 96 / 72)
+    assert px >= MIN_TEXT_PX, f"{name}: smallest words {px:.1f} px on screen"
+    assert plot.smallest_text_px(fig) == pytest.approx(px, rel=0.02)
+    assert width_pt * 96 / 72 <= plot.COLUMN_PX, f"{name}: wider than the column"
+
+
+@pytest.mark.parametrize(("m", "n"), [(4, 1), (2, 3), (5, 2)])
+def test_wider_parameter_servers_stay_legible(m, n):
+    assert plot.smallest_text_px(draw_parameter_server(workers=m, servers=n)) >= MIN_TEXT_PX
+
+
+def test_engine_queue_legend_is_below_the_bars():
+    fig = draw_engine_queues(EVENTS, "en")
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    legend = fig.legends[0].get_window_extent(renderer)
+    assert legend.y1 <= fig.axes[0].get_tightbbox(renderer).y0 + 1

@@ -85,3 +85,101 @@ def test_hardware_line_in_chinese():
         mgpu.hardware_in("two cores", "zh")
     with pytest.raises(ValueError, match="lang must be"):
         mgpu.hardware_in(line, "de")
+
+
+# --- Legible where shown: the page shows a figure CSS_DPI pixels per inch wide, scaled
+# down to the content column (COLUMN_PX at a 1366-px window) when wider.
+
+MIN_TEXT_PX = 9  # the smallest words, on screen
+
+
+def _book_figures(lang):
+    """Every kind of figure the chapters make with mgpu.plot, with chapter-like inputs."""
+    zh = lang == "zh"
+    two = [H, History(["cpu(0)"], 256, 0.1, "lenet", loss=[1.2, 0.6], train_acc=[0.5, 0.7],
+                      test_acc=[0.55, 0.72], epoch_time=[1.0, 1.0],
+                      images_per_sec=[1.0, 1.0])]
+    names = [f"{'算法' if zh else 'algorithm'}\n{i}" for i in range(8)]
+    yield "history", plot.plot_history(two, lang=lang)
+    yield from ((f"bars{n}", plot.plot_bars(names[:n], range(1, n + 1), lang=lang))
+                for n in (2, 4, 6))
+    yield "bars8", plot.plot_bars(names, range(1, 9), lang=lang, reference=4)
+    yield "timeline", plot.plot_timeline(EVENTS * 3, lang=lang)
+    from mgpu.engine import QueueRun, draw_queue_memory
+
+    run = QueueRun(False, 2, 4.0, 0.1, 1.0, 100.0, 108.0, [(0.0, 100.0), (0.5, 108.0)])
+    yield "queue_memory", draw_queue_memory([run], lang)
+
+
+def _png_text_px(fig) -> float:
+    """The smallest words' size on screen, from the PNG the page shows: font size in points
+    x dpi / 72 x (displayed width / pixel width)."""
+    from PIL import Image
+
+    data, meta = plot._png_output(fig)
+    width = Image.open(io.BytesIO(data)).width
+    assert width <= plot.MAX_PX
+    inches = fig.get_tightbbox().width + 0.2  # what bbox_inches="tight" saves
+    dpi = width / inches  # DPI, or less for a figure wider than MAX_PX at DPI
+    assert dpi == pytest.approx(min(plot.DPI, plot.MAX_PX / inches), rel=0.01)
+    assert meta["width"] == pytest.approx(inches * plot.CSS_DPI, abs=2)
+    shown = min(meta["width"], plot.COLUMN_PX)
+    smallest = min(t.get_fontsize() for t in plot._shown_texts(fig))
+    return smallest * dpi / 72 * shown / width
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_plots_are_legible_on_the_page(lang):
+    for name, fig in _book_figures(lang):
+        assert plot._format(fig) == "png" and plot._svg_output(fig) is None, name
+        px = _png_text_px(fig)
+        assert px >= MIN_TEXT_PX, f"{name}: smallest words {px:.1f} px on screen"
+        assert plot.smallest_text_px(fig) == pytest.approx(px, rel=0.03), name
+        shown = plot._png_output(fig)[1]["width"]
+        assert shown <= plot.COLUMN_PX, f"{name}: {shown} px, wider than the column"
+
+
+def test_the_measure_catches_small_or_shrunken_words():
+    fig = plot.figure()
+    fig.add_subplot().plot([0, 1], label="x")
+    fig.axes[0].legend(fontsize=6)
+    assert plot.smallest_text_px(fig) < MIN_TEXT_PX  # 6 pt = 8 px
+    wide = plot.figure(14, 3)  # 10-pt ticks, scaled to 60 %
+    wide.add_subplot().plot([0, 1])
+    assert plot.smallest_text_px(wide) < MIN_TEXT_PX
+    assert _png_text_px(wide) < MIN_TEXT_PX
+
+
+@pytest.mark.parametrize("name", ["history", "timeline"])
+def test_legends_do_not_cover_the_data(name):
+    fig = dict(_book_figures("en"))[name]
+    fig.draw_without_rendering()
+    renderer = fig._get_renderer()
+    for legend in [*fig.legends, *(ax.get_legend() for ax in fig.axes)]:
+        if legend is None:
+            continue
+        box = legend.get_window_extent(renderer)
+        for ax in fig.axes:
+            assert not box.overlaps(ax.get_window_extent(renderer)), name
+
+
+def test_many_bars_lie_one_under_the_other():
+    fig = plot.plot_bars(["LeNet\n2 devices", "LeNet\n4 devices"] * 4, range(8),
+                         ylabel="speed-up", reference=1.0)
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "speed-up"
+    assert [t.get_text() for t in ax.get_yticklabels()][:2] == ["LeNet 2 devices",
+                                                                 "LeNet 4 devices"]
+    assert [tuple(line.get_xdata()) for line in ax.lines] == [(1.0, 1.0)]  # vertical
+    assert plot._one_line("融合\n(small=0)") == "融合(small=0)"
+    assert plot._one_line("NumPy\n（参照）") == "NumPy（参照）"
+    few = plot.plot_bars(["a", "b"], [1, 2], reference=1.5).axes[0]
+    assert [tuple(line.get_ydata()) for line in few.lines] == [(1.5, 1.5)]  # horizontal
+
+
+def test_png_stays_within_max_px():
+    from PIL import Image
+
+    fig = plot.figure(16, 2)
+    fig.add_subplot().plot([0, 1])
+    assert Image.open(io.BytesIO(plot.png_bytes(fig))).width <= plot.MAX_PX

@@ -109,8 +109,8 @@ def test_a_verdict_nobody_glued_fails_the_build(tmp_path):
 
 
 def test_a_verdict_needs_cases_only(tmp_path):
-    result = build(tmp_path, {"x": "true"},
-                   markdown="::::{verdict} x\nA stray paragraph.\n:::{case} true\nYes.\n:::\n::::\n")
+    markdown = "::::{verdict} x\nA stray paragraph.\n:::{case} true\nYes.\n:::\n::::\n"
+    result = build(tmp_path, {"x": "true"}, markdown=markdown)
     assert result.returncode != 0
     assert "two or more {case} directives and nothing else" in result.stderr
 

@@ -4,25 +4,26 @@ One module per concept; every public name is also available as ``mgpu.<name>``:
 
 - :mod:`mgpu.devices`: which devices to train on (GPUs, or CPU "virtual devices").
 - :mod:`mgpu.data`: Fashion-MNIST from IDX files, and minibatches.
-- :mod:`mgpu.models`: the from-scratch LeNet, the Gluon LeNet and a ResNet-18 for 28x28 images.
+- :mod:`mgpu.models`: the from-scratch LeNet, the Gluon LeNet, a ResNet-18 for 28x28.
 - :mod:`mgpu.parallel`: ``split_and_load`` and ``get_params``, from scratch.
-- :mod:`mgpu.allreduce`: summing gradients across devices, from scratch (three algorithms).
+- :mod:`mgpu.allreduce`: summing gradients across devices from scratch (3 algorithms).
 - :mod:`mgpu.step`: one data-parallel training step, for from-scratch and Gluon models.
 - :mod:`mgpu.train`: the training loop, evaluation and each worker's data shard.
 - :mod:`mgpu.timing`: timing asynchronous work; step times and device speeds.
-- :mod:`mgpu.engine`: the engine's threads and the memory a long queue holds, in fresh processes.
-- :mod:`mgpu.fresh`: training in a fresh process, for settings MXNet reads once at start-up.
+- :mod:`mgpu.engine`: the engine's threads and the memory a long queue holds, in fresh
+  processes.
+- :mod:`mgpu.fresh`: training in a fresh process, for settings MXNet reads at start-up.
 - :mod:`mgpu.hetero`: a co-tenant job that makes one device slower.
 - :mod:`mgpu.checks`: checks of user input, with errors that say what to fix.
-- :mod:`mgpu.budget`: how much training the hardware affords (full runs on GPUs, less on CPUs).
-- :mod:`mgpu.launch`: a local MXNet parameter-server cluster (several "machines" on one host),
-  with the standard library only.
+- :mod:`mgpu.budget`: how much training the hardware affords (less on CPUs than GPUs).
+- :mod:`mgpu.launch`: a local MXNet parameter-server cluster (several "machines" on one
+  host), with the standard library only.
 - :mod:`mgpu.dist`: the book's worker programs for such a cluster.
-- :mod:`mgpu.kvprobe`: looking inside MXNet's KVStore (owners, servers, bytes on the wire).
-- :mod:`mgpu.largebatch`: learning-rate rules for large batches, and BatchNorm over per-device
-  ("ghost") batches.
+- :mod:`mgpu.kvprobe`: inside MXNet's KVStore (owners, servers, bytes on the wire).
+- :mod:`mgpu.largebatch`: learning-rate rules for large batches, and BatchNorm over
+  per-device ("ghost") batches.
 - :mod:`mgpu.book`: how the chapters tie their sentences to the measurements.
-- :mod:`mgpu.plot`: training curves and bar charts (imported on first use: needs matplotlib).
+- :mod:`mgpu.plot`: training curves and bar charts (imported on first use: matplotlib).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ from mgpu.allreduce import (
     allreduce_scatter_gather,
     ring_allreduce,
 )
-from mgpu.book import ClaimError, Table, glue, pick, require, verdict
+from mgpu.book import ClaimError, Table, glue, require, verdict
 from mgpu.budget import Budget, budget
 from mgpu.checks import check_devices, check_labels, positive_int, positive_number
 from mgpu.data import (
@@ -137,7 +138,13 @@ from mgpu.step import (
     scratch_step,
     sgd,
 )
-from mgpu.timing import Benchmark, EngineEvent, device_speeds, engine_timeline, step_time
+from mgpu.timing import (
+    Benchmark,
+    EngineEvent,
+    device_speeds,
+    engine_timeline,
+    step_time,
+)
 from mgpu.train import (
     KVSTORES,
     History,
@@ -223,7 +230,6 @@ __all__ = [
     "num_gpus",
     "params_checksum",
     "parse_devices",
-    "pick",
     "positive_int",
     "processes",
     "positive_number",

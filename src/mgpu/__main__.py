@@ -1,13 +1,14 @@
 """``python -m mgpu PROGRAM [--name value ...]``: run one of the book's worker programs.
 
-A launcher on several machines (MXNet's ``launch.py``, :mod:`mgpu.mxlaunch`, ``horovodrun``)
-starts the same command line on every host, often through ``ssh``, which joins the arguments
-with spaces and loses any quoting. Code such as ``python -c "import mgpu; ..."`` does not survive
-that; this entry point does: every argument is a plain word. Values are Python literals (``2048``,
-``0.2``, ``"(2, 3)"``) or, failing that, strings; dashes in names become underscores.
+A launcher on several machines (MXNet's ``launch.py``, :mod:`mgpu.mxlaunch`,
+``horovodrun``) starts the same command line on every host, often through ``ssh``, which
+joins the arguments with spaces and loses any quoting. Code such as
+``python -c "import mgpu; ..."`` does not survive that; this entry point does: every
+argument is a plain word. Values are Python literals (``2048``, ``0.2``, ``"(2, 3)"``)
+or, failing that, strings; dashes in names become underscores.
 
-Programs: ``train_demo``, ``push_pull_demo`` and ``push_pull_timing`` (:mod:`mgpu.dist`, for a
-parameter-server cluster), ``kv_reduce_timeline``, ``kv_step_timeline``,
+Programs: ``train_demo``, ``push_pull_demo`` and ``push_pull_timing`` (:mod:`mgpu.dist`,
+for a parameter-server cluster), ``kv_reduce_timeline``, ``kv_step_timeline``,
 ``kv_push_pull_traffic`` and ``kv_train_traffic`` (:mod:`mgpu.kvprobe`), ``hvd_train``,
 ``hvd_allreduce`` and ``hvd_allreduce_timing`` (``train_demo``, ``allreduce_demo`` and
 ``allreduce_timing`` of :mod:`mgpu.horovod`, under ``horovodrun``).
@@ -50,8 +51,9 @@ def parse(argv: Sequence[str]) -> tuple[Callable, dict]:
     import importlib
 
     if not argv or argv[0] not in PROGRAMS:
-        raise SystemExit(f"usage: python -m mgpu PROGRAM [--name value ...], PROGRAM one of "
-                         f"{', '.join(PROGRAMS)}" + (f" (not {argv[0]!r})" if argv else ""))
+        raise SystemExit("usage: python -m mgpu PROGRAM [--name value ...], PROGRAM "
+                         f"one of {', '.join(PROGRAMS)}"
+                         + (f" (not {argv[0]!r})" if argv else ""))
     module, name = PROGRAMS[argv[0]]
     rest = list(argv[1:])
     if len(rest) % 2 or any(not a.startswith("--") for a in rest[::2]):

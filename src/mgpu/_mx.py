@@ -5,11 +5,12 @@ from __future__ import annotations
 import os
 
 # MXNet 1.x gives all CPU devices ONE shared pool of scratch buffers ("temp space", 4 by
-# default); operators of cpu(0) and cpu(1) that draw the same buffer wait for each other, so CPU
-# "devices" take turns instead of running side by side (the benchmarks measured about 1.0x on 2
-# devices with 4 buffers and 2.0x with 64, for LeNet on 2 cores). More buffers cost some memory
-# (about +0.4 GB at 64 in that benchmark). MXNet reads the variable once, when it starts, so it
-# is set here, before the import; a value set by the user wins.
+# default); operators of cpu(0) and cpu(1) that draw the same buffer wait for each
+# other, so CPU "devices" take turns instead of running side by side (the benchmarks
+# measured about 1.0x on 2 devices with 4 buffers and 2.0x with 64, for LeNet on 2
+# cores). More buffers cost some memory (about +0.4 GB at 64 in that benchmark). MXNet
+# reads the variable once, when it starts, so it is set here, before the import; a value
+# set by the user wins.
 os.environ.setdefault("MXNET_CPU_TEMP_COPY", "64")
 
 try:

@@ -1,9 +1,10 @@
 """How much training a page or benchmark can afford on this hardware.
 
-On GPUs the book runs the full experiments of the original tutorials (all 60,000 images, several
-epochs, the standard ResNet-18). On CPU devices the same code runs on a random subset, for fewer
-epochs and, for ResNet-18, at a quarter of the width, so that the whole book builds in minutes on a
-2-core laptop. Every experiment prints the budget it used, so no CPU figure passes for a GPU one.
+On GPUs the book runs the full experiments of the original tutorials (all 60,000 images,
+several epochs, the standard ResNet-18). On CPU devices the same code runs on a random
+subset, for fewer epochs and, for ResNet-18, at a quarter of the width, so that the
+whole book builds in minutes on a 2-core laptop. Every experiment prints the budget it
+used, so no CPU figure passes for a GPU one.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ __all__ = ["Budget", "budget"]
 
 @dataclass(frozen=True)
 class Budget:
-    """Training and test examples, epochs, (ResNet) width, and the batch size and learning rate
-    for one device; with ``k`` devices the experiments use ``k`` times both."""
+    """Training and test examples, epochs, (ResNet) width, and the batch size and
+    learning rate for one device; with ``k`` devices the experiments use ``k`` times
+    both."""
 
     subset: int | None
     test_subset: int | None
@@ -48,17 +50,20 @@ class Budget:
         return self.batch_size * k, self.lr * k
 
 
-# On CPU devices ResNet-18 sees fewer images, so it takes smaller batches: BatchNorm's running
-# statistics (momentum 0.9) need a few dozen steps before evaluation can use them.
+# On CPU devices ResNet-18 sees fewer images, so it takes smaller batches: BatchNorm's
+# running statistics (momentum 0.9) need a few dozen steps before evaluation can use
+# them.
 _CPU = {
-    "lenet": Budget(subset=10240, test_subset=2000, num_epochs=3, batch_size=256, lr=0.1),
-    "resnet18": Budget(subset=6144, test_subset=1000, num_epochs=2, width=16, batch_size=128,
-                       lr=0.05),
+    "lenet": Budget(subset=10240, test_subset=2000, num_epochs=3, batch_size=256,
+                    lr=0.1),
+    "resnet18": Budget(subset=6144, test_subset=1000, num_epochs=2, width=16,
+                       batch_size=128, lr=0.05),
 }
 _GPU = {  # the original tutorials' settings
-    "lenet": Budget(subset=None, test_subset=None, num_epochs=5, batch_size=256, lr=0.2),
-    "resnet18": Budget(subset=None, test_subset=None, num_epochs=5, width=64, batch_size=256,
-                       lr=0.1),
+    "lenet": Budget(subset=None, test_subset=None, num_epochs=5, batch_size=256,
+                    lr=0.2),
+    "resnet18": Budget(subset=None, test_subset=None, num_epochs=5, width=64,
+                       batch_size=256, lr=0.1),
 }
 
 
@@ -74,5 +79,6 @@ def budget(model: str, gpus: int | None = None) -> Budget:
     """
     table = _GPU if (num_gpus() if gpus is None else gpus) else _CPU
     if model not in table:
-        raise KeyError(f"no budget for model {model!r}: use {' or '.join(map(repr, table))}")
+        raise KeyError(f"no budget for model {model!r}: "
+                       f"use {' or '.join(map(repr, table))}")
     return table[model]

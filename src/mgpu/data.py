@@ -1,8 +1,9 @@
 """Fashion-MNIST from IDX files, read with NumPy, and minibatches over them.
 
 The files are looked for, in this order, in ``$MGPU_DATA_DIR``, in MXNet's dataset cache
-(``~/.mxnet/datasets/fashion-mnist``) and in Debian's ``/usr/share/datasets/fashion-mnist``
-(package ``dataset-fashion-mnist``). Each of the four files may be gzipped (``.gz``) or not.
+(``~/.mxnet/datasets/fashion-mnist``) and in Debian's
+``/usr/share/datasets/fashion-mnist`` (package ``dataset-fashion-mnist``). Each of the
+four files may be gzipped (``.gz``) or not.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ NAME = "fashion-mnist"
 #: Fashion-MNIST's classes: its labels are 0 .. 9.
 NUM_CLASSES = 10
 DEBIAN_PACKAGE = "dataset-fashion-mnist"
-_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4", 0x0E: ">f8"}
+_IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4",
+               0x0E: ">f8"}
 
 
 class DataError(RuntimeError):
@@ -49,7 +51,7 @@ class DataError(RuntimeError):
 
 @dataclass
 class Dataset:
-    """Images as ``uint8`` arrays of shape (N, 1, 28, 28) and labels as ``int32`` arrays."""
+    """Images as ``uint8`` arrays of shape (N, 1, 28, 28), labels as ``int32``."""
 
     name: str
     source: Path
@@ -66,14 +68,16 @@ class Dataset:
 
 
 def data_dirs() -> list[Path]:
-    """The directories searched for Fashion-MNIST, in order (``$MGPU_DATA_DIR`` alone when set).
+    """The directories searched for Fashion-MNIST, in order (``$MGPU_DATA_DIR`` alone
+    when set).
 
     >>> [str(p) for p in data_dirs()][-1]
     '/usr/share/datasets/fashion-mnist'
     """
     if os.environ.get("MGPU_DATA_DIR"):
         return [Path(os.environ["MGPU_DATA_DIR"]).expanduser()]
-    return [Path("~/.mxnet/datasets").expanduser() / NAME, Path("/usr/share/datasets") / NAME]
+    return [Path("~/.mxnet/datasets").expanduser() / NAME,
+            Path("/usr/share/datasets") / NAME]
 
 
 def _file_in(directory: Path, stem: str) -> Path | None:
@@ -100,13 +104,14 @@ def _download() -> Path | None:
     return root if _complete(root) else None
 
 
-def find_data_dir(data_dir: str | os.PathLike | None = None, download: bool = True) -> Path:
+def find_data_dir(data_dir: str | os.PathLike | None = None,
+                  download: bool = True) -> Path:
     """Return the first directory holding all four IDX files of Fashion-MNIST.
 
-    A directory the user gave, as ``data_dir`` or else in ``$MGPU_DATA_DIR``, is the only place
-    looked at: if it lacks the files, that is an error, never a quiet switch to other data.
-    Otherwise :func:`data_dirs` is searched and, failing that, MXNet's official download is tried
-    when ``download`` is true.
+    A directory the user gave, as ``data_dir`` or else in ``$MGPU_DATA_DIR``, is the
+    only place looked at: if it lacks the files, that is an error, never a quiet switch
+    to other data. Otherwise :func:`data_dirs` is searched and, failing that, MXNet's
+    official download is tried when ``download`` is true.
 
     >>> find_data_dir(data_dir="/nonexistent")
     Traceback (most recent call last):
@@ -129,29 +134,32 @@ def find_data_dir(data_dir: str | os.PathLike | None = None, download: bool = Tr
     raise DataError(
         f"{NAME} not found. Looked in: {', '.join(str(d) for d in dirs)}"
         + ("; the download failed (offline?)" if download else "")
-        + f". Put the four IDX files ({', '.join(FILES.values())}, .gz or raw) in one of these"
-        f" places (set MGPU_DATA_DIR to use your own) or install the Debian package: "
-        f"apt-get install {DEBIAN_PACKAGE}."
+        + f". Put the four IDX files ({', '.join(FILES.values())}, .gz or raw) in one "
+        "of these places (set MGPU_DATA_DIR to use your own) or install the Debian "
+        f"package: apt-get install {DEBIAN_PACKAGE}."
     )
 
 
 def _given_dir(d: Path, given: str) -> Path:
-    """The directory the user named, if it holds the four files; a :class:`DataError` if not."""
+    """The directory the user named if it holds the four files, else a
+    :class:`DataError`."""
     if not d.exists():
-        raise DataError(f"{given} does not exist: point it at the directory that holds the four "
-                        f"{NAME} files ({', '.join(FILES.values())}, .gz or raw)")
+        raise DataError(f"{given} does not exist: point it at the directory that holds "
+                        f"the four {NAME} files ({', '.join(FILES.values())}, .gz or "
+                        "raw)")
     if not d.is_dir():
-        raise DataError(f"{given} is a file, not a directory: point it at the directory that "
-                        f"holds the four {NAME} files")
+        raise DataError(f"{given} is a file, not a directory: point it at the "
+                        f"directory that holds the four {NAME} files")
     missing = [s for s in FILES.values() if not _file_in(d, s)]
     if missing:
-        raise DataError(f"{NAME} not found in {d} ({given}): missing {', '.join(missing)} "
-                        "(.gz or raw)")
+        raise DataError(f"{NAME} not found in {d} ({given}): missing "
+                        f"{', '.join(missing)} (.gz or raw)")
     return d
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
-    """Read one IDX file (gzipped or raw) into a NumPy array, checking its header and length.
+    """Read one IDX file (gzipped or raw) into a NumPy array, checking its header and
+    length.
 
     >>> import tempfile, pathlib
     >>> p = pathlib.Path(tempfile.mkdtemp()) / "x-idx1-ubyte"
@@ -172,7 +180,8 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
             "delete it and fetch it again"
         ) from err
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
-        raise DataError(f"{path} is not an IDX file (bad magic number {raw[:4].hex() or 'none'})")
+        raise DataError(f"{path} is not an IDX file (bad magic number "
+                        f"{raw[:4].hex() or 'none'})")
     ndim = raw[3]
     header = 4 + 4 * ndim
     if ndim == 0 or len(raw) < header:
@@ -181,10 +190,10 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
     dtype = np.dtype(_IDX_DTYPES[raw[2]])
     expected = header + int(np.prod(dims)) * dtype.itemsize
     if len(raw) != expected:
+        state = "truncated" if len(raw) < expected else "corrupt (trailing bytes)"
         raise DataError(
-            f"{path} has {len(raw)} bytes but its header {dims} promises {expected}: the file is "
-            f"{'truncated' if len(raw) < expected else 'corrupt (trailing bytes)'}; "
-            "delete it and fetch it again"
+            f"{path} has {len(raw)} bytes but its header {dims} promises {expected}: "
+            f"the file is {state}; delete it and fetch it again"
         )
     return np.frombuffer(raw, dtype=dtype, offset=header).reshape(dims)
 
@@ -193,9 +202,11 @@ def _subset(images, labels, n, rng, what):
     if n is None:
         return images, labels
     if isinstance(n, bool) or not isinstance(n, numbers.Integral):
-        raise DataError(f"{what}={n!r} must be a whole number of examples (or None for all)")
+        raise DataError(f"{what}={n!r} must be a whole number of examples (or None for "
+                        "all)")
     if not 1 <= n <= len(labels):
-        raise DataError(f"{what}={n} is out of range: the split has {len(labels)} examples")
+        raise DataError(f"{what}={n} is out of range: the split has {len(labels)} "
+                        "examples")
     idx = np.sort(rng.choice(len(labels), size=n, replace=False))
     return images[idx], labels[idx]
 
@@ -209,8 +220,8 @@ def load_fashion_mnist(
 ) -> Dataset:
     """Load the whole data set into memory (well under a second for Fashion-MNIST).
 
-    ``subset`` / ``test_subset`` keep a random sample of that many training / test examples
-    (chosen with ``seed``), so that CPU runs fit a time budget.
+    ``subset`` / ``test_subset`` keep a random sample of that many training / test
+    examples (chosen with ``seed``), so that CPU runs fit a time budget.
 
     >>> ds = load_fashion_mnist(subset=1000, test_subset=500)
     >>> ds.train_images.shape, ds.test_labels.shape
@@ -222,18 +233,21 @@ def load_fashion_mnist(
         images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
         if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
             raise DataError(
-                f"{directory}: {split} images {images.shape} and labels {labels.shape} do not "
-                "match (expected (N, rows, cols) images and N labels)"
+                f"{directory}: {split} images {images.shape} and labels {labels.shape} "
+                "do not match (expected (N, rows, cols) images and N labels)"
             )
         bad = (labels < 0) | (labels >= NUM_CLASSES)
         if bad.any():
             raise DataError(
-                f"{_file_in(directory, FILES[split + '_labels'])} holds {int(bad.sum())} labels "
-                f"outside 0..{NUM_CLASSES - 1} (e.g. {np.unique(labels[bad])[:5].tolist()}): it "
-                f"is corrupt or not {NAME}; delete it and fetch it again")
+                f"{_file_in(directory, FILES[split + '_labels'])} holds "
+                f"{int(bad.sum())} labels outside 0..{NUM_CLASSES - 1} (e.g. "
+                f"{np.unique(labels[bad])[:5].tolist()}): it is corrupt or not {NAME}; "
+                "delete it and fetch it again")
     rng = np.random.RandomState(seed)
-    train = _subset(arrays["train_images"], arrays["train_labels"], subset, rng, "subset")
-    test = _subset(arrays["test_images"], arrays["test_labels"], test_subset, rng, "test_subset")
+    train = _subset(arrays["train_images"], arrays["train_labels"], subset, rng,
+                    "subset")
+    test = _subset(arrays["test_images"], arrays["test_labels"], test_subset, rng,
+                   "test_subset")
     return Dataset(
         name=NAME,
         source=directory,
@@ -254,8 +268,9 @@ def iter_batches(
 ) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Yield ``(X, y)`` minibatches as float32 arrays, ``X`` scaled to [0, 1].
 
-    The last batch is smaller when ``batch_size`` does not divide the data (60,000 = 234 x 256 +
-    96); it is dropped only if it has fewer than ``min_last`` examples (e.g. fewer than devices).
+    The last batch is smaller when ``batch_size`` does not divide the data (60,000 = 234
+    x 256 + 96); it is dropped only if it has fewer than ``min_last`` examples (e.g.
+    fewer than devices).
 
     >>> X = np.zeros((10, 1, 2, 2), np.uint8); y = np.arange(10)
     >>> [len(b[1]) for b in iter_batches(X, y, 4)]

@@ -1,11 +1,13 @@
 """Choosing the devices to train on.
 
-The book's code never assumes GPUs. :func:`devices` returns GPUs when the machine has them and
-otherwise CPU "virtual devices" ``cpu(0), cpu(1), ...``: MXNet treats each as a separate device
-with its own arrays and its own engine queue, so every multi-device idea runs for real on a laptop.
+The book's code never assumes GPUs. :func:`devices` returns GPUs when the machine has
+them and otherwise CPU "virtual devices" ``cpu(0), cpu(1), ...``: MXNet treats each as a
+separate device with its own arrays and its own engine queue, so every multi-device idea
+runs for real on a laptop.
 
-The environment variable ``MGPU_DEVICES`` overrides the choice, e.g. ``MGPU_DEVICES=cpu:4`` (four
-CPU devices) or ``MGPU_DEVICES=gpu:0,1`` (the first two GPUs).
+The environment variable ``MGPU_DEVICES`` overrides the choice, e.g.
+``MGPU_DEVICES=cpu:4`` (four CPU devices) or ``MGPU_DEVICES=gpu:0,1`` (the first two
+GPUs).
 """
 
 from __future__ import annotations
@@ -69,15 +71,15 @@ def try_all_gpus() -> list[mx.Context]:
 def parse_devices(spec: str) -> list[mx.Context]:
     """Parse a device spec such as ``"cpu:4"``, ``"gpu:0,1"`` or ``"gpu:2"``.
 
-    ``cpu:N`` means N CPU devices ``cpu(0) ... cpu(N-1)``; ``gpu:N`` (one number) means the first N
-    GPUs; ``gpu:I,J,...`` names GPUs by index.
+    ``cpu:N`` means N CPU devices ``cpu(0) ... cpu(N-1)``; ``gpu:N`` (one number) means
+    the first N GPUs; ``gpu:I,J,...`` names GPUs by index.
 
     >>> parse_devices("cpu:3")
     [cpu(0), cpu(1), cpu(2)]
     >>> parse_devices("tpu:1")
     Traceback (most recent call last):
     ...
-    mgpu.devices.DeviceError: cannot parse device spec 'tpu:1': use 'cpu:N', 'gpu:N' or ...
+    mgpu.devices.DeviceError: cannot parse device spec 'tpu:1': use 'cpu:N', ...
     """
     m = re.fullmatch(r"\s*(cpu|gpu)\s*:\s*(\d+(?:\s*,\s*\d+)*)\s*", spec)
     if not m:
@@ -87,7 +89,8 @@ def parse_devices(spec: str) -> list[mx.Context]:
     kind, nums = m.group(1), [int(x) for x in m.group(2).split(",")]
     if len(nums) == 1:
         if nums[0] < 1:
-            raise DeviceError(f"device spec {spec!r} asks for no device; use a count of 1 or more")
+            raise DeviceError(f"device spec {spec!r} asks for no device; use a count "
+                              "of 1 or more")
         ids = list(range(nums[0]))
     else:
         ids = nums
@@ -109,10 +112,10 @@ def parse_devices(spec: str) -> list[mx.Context]:
 def devices(n: int | None = None) -> list[mx.Context]:
     """Return ``n`` devices to train on: GPUs when present, else CPU devices.
 
-    With GPUs, ``n`` defaults to all of them and asking for more than exist is an error (never a
-    silent fallback to the CPU). Without GPUs, ``n`` defaults to 1 and the devices are
-    ``cpu(0) ... cpu(n-1)``. ``MGPU_DEVICES`` (see :func:`parse_devices`) replaces the pool the
-    devices are taken from.
+    With GPUs, ``n`` defaults to all of them and asking for more than exist is an error
+    (never a silent fallback to the CPU). Without GPUs, ``n`` defaults to 1 and the
+    devices are ``cpu(0) ... cpu(n-1)``. ``MGPU_DEVICES`` (see :func:`parse_devices`)
+    replaces the pool the devices are taken from.
 
     >>> import os; os.environ.pop("MGPU_DEVICES", None) and None
     >>> devices(2) if num_gpus() == 0 else [mx.cpu(0), mx.cpu(1)]
@@ -123,8 +126,8 @@ def devices(n: int | None = None) -> list[mx.Context]:
     mgpu.devices.DeviceError: devices(0): ask for at least one device
     """
     if n is not None and (isinstance(n, bool) or not isinstance(n, numbers.Integral)):
-        raise DeviceError(f"devices({n!r}): the number of devices must be a whole number, "
-                          f"e.g. devices(2)")
+        raise DeviceError(f"devices({n!r}): the number of devices must be a whole "
+                          "number, e.g. devices(2)")
     if n is not None and n < 1:
         raise DeviceError(f"devices({n}): ask for at least one device")
     spec = os.environ.get(ENV_VAR, "").strip()
@@ -144,8 +147,8 @@ def devices(n: int | None = None) -> list[mx.Context]:
             return [mx.gpu(i) for i in range(have)]
         if n > have:
             raise DeviceError(
-                f"asked for {n} GPUs but this machine has {have}; ask for at most {have}, "
-                f"or set {ENV_VAR}=cpu:{n} to use {n} CPU devices instead"
+                f"asked for {n} GPUs but this machine has {have}; ask for at most "
+                f"{have}, or set {ENV_VAR}=cpu:{n} to use {n} CPU devices instead"
             )
         return [mx.gpu(i) for i in range(n)]
     return [mx.cpu(i) for i in range(n or 1)]
@@ -163,7 +166,8 @@ def _cpu_name() -> str:
 
 
 def hardware_summary(lang: str = "en") -> str:
-    """One line naming the hardware and MXNet build, printed beside every measured figure.
+    """One line naming the hardware and MXNet build, printed beside every measured
+    figure.
 
     ``lang="zh"`` gives the same line in Chinese (see :func:`hardware_in`).
 
@@ -175,15 +179,17 @@ def hardware_summary(lang: str = "en") -> str:
     gpus = num_gpus()
     cores = os.cpu_count() or 1
     what = f"{gpus} GPU(s)" if gpus else "no GPU"
-    return hardware_in(f"{_cpu_name()}, {cores} cores, {what}; mxnet {mx.__version__}", lang)
+    line = f"{_cpu_name()}, {cores} cores, {what}; mxnet {mx.__version__}"
+    return hardware_in(line, lang)
 
 
-_HARDWARE = re.compile(r"^(?P<cpu>.*), (?P<cores>\d+) cores, (?:no GPU|(?P<gpus>\d+) GPU\(s\)); "
-                       r"mxnet (?P<mxnet>\S+)$")
+_HARDWARE = re.compile(r"^(?P<cpu>.*), (?P<cores>\d+) cores, "
+                       r"(?:no GPU|(?P<gpus>\d+) GPU\(s\)); mxnet (?P<mxnet>\S+)$")
 
 
 def hardware_in(summary: str, lang: str) -> str:
-    """A line of :func:`hardware_summary` (in English, e.g. read from a results file) in ``lang``.
+    """A line of :func:`hardware_summary` (in English, e.g. read from a results file) in
+    ``lang``.
 
     >>> hardware_in("Xeon, 2 cores, no GPU; mxnet 1.9.1", "zh")
     'Xeon，2 个核心，无 GPU；mxnet 1.9.1'
@@ -196,7 +202,8 @@ def hardware_in(summary: str, lang: str) -> str:
         return summary
     found = _HARDWARE.match(summary)
     if found is None:
-        raise ValueError(f"summary must be a line of mgpu.hardware_summary() (\"<cpu>, <n> cores, "
-                         f"no GPU; mxnet <version>\"), got {summary!r}: pass that line unchanged")
+        raise ValueError("summary must be a line of mgpu.hardware_summary() (\"<cpu>, "
+                         "<n> cores, no GPU; mxnet <version>\"), got "
+                         f"{summary!r}: pass that line unchanged")
     gpus = f"{found['gpus']} 个 GPU" if found["gpus"] else "无 GPU"
     return f"{found['cpu']}，{found['cores']} 个核心，{gpus}；mxnet {found['mxnet']}"

@@ -1,10 +1,11 @@
-"""Worker programs for a local MXNet parameter-server cluster, and a checksum of parameters.
+"""Worker programs for a local MXNet parameter-server cluster, and a checksum of
+parameters.
 
-:func:`~mgpu.launch.run_local_cluster` (in :mod:`mgpu.launch`) starts a scheduler, servers and
-workers as separate processes on one host and runs a program on every worker. The functions
-:func:`push_pull_demo` and :func:`train_demo` are small worker programs used by the book and the
-tests: pass them to :func:`~mgpu.launch.run_local_cluster` and each worker prints one JSON line
-per result.
+:func:`~mgpu.launch.run_local_cluster` (in :mod:`mgpu.launch`) starts a scheduler,
+servers and workers as separate processes on one host and runs a program on every
+worker. The functions :func:`push_pull_demo` and :func:`train_demo` are small worker
+programs used by the book and the tests: pass them to
+:func:`~mgpu.launch.run_local_cluster` and each worker prints one JSON line per result.
 """
 
 from __future__ import annotations
@@ -27,16 +28,17 @@ def _report(**fields) -> None:
 
 
 def push_pull_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
-                   kill_rank: int | None = None, extra_round_rank: int | None = None) -> None:
-    """Worker program: worker ``r`` pushes ``(r + 1) * ones(shape)`` and pulls the sum, ``rounds``
-    times, printing one JSON line per round.
+                   kill_rank: int | None = None,
+                   extra_round_rank: int | None = None) -> None:
+    """Worker program: worker ``r`` pushes ``(r + 1) * ones(shape)`` and pulls the sum,
+    ``rounds`` times, printing one JSON line per round.
 
-    With ``dist_sync`` and no optimizer on the servers, a pull returns the sum of the values the
-    workers pushed in that round: ``1 + 2 = 3`` with two workers. Two faults can be staged:
-    with ``kill_rank`` that worker kills itself with ``SIGKILL`` before its second round; with
-    ``extra_round_rank`` that worker runs one round more than the others, like a worker with one
-    batch more. Either way the other workers block in a pull that never completes.
-    Run it with ``run_local_cluster(push_pull_demo, 2)``.
+    With ``dist_sync`` and no optimizer on the servers, a pull returns the sum of the
+    values the workers pushed in that round: ``1 + 2 = 3`` with two workers. Two faults
+    can be staged: with ``kill_rank`` that worker kills itself with ``SIGKILL`` before
+    its second round; with ``extra_round_rank`` that worker runs one round more than the
+    others, like a worker with one batch more. Either way the other workers block in a
+    pull that never completes. Run it with ``run_local_cluster(push_pull_demo, 2)``.
     """
     from mgpu._mx import mx
 
@@ -55,11 +57,13 @@ def push_pull_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
 
 
 def params_checksum(net: gluon.Block) -> str:
-    """A short SHA-256 of a Gluon block's parameter values (equal values, equal checksum).
+    """A short SHA-256 of a Gluon block's parameter values (equal values, equal
+    checksum).
 
     >>> from mgpu import LeNet, mx
     >>> a, b = LeNet(), LeNet()
-    >>> for n in (a, b): n.initialize(mx.init.Constant(0.5)); _ = n(mx.nd.zeros((1, 1, 28, 28)))
+    >>> for n in (a, b):
+    ...     n.initialize(mx.init.Constant(0.5)); _ = n(mx.nd.zeros((1, 1, 28, 28)))
     >>> params_checksum(a) == params_checksum(b)
     True
     """
@@ -72,12 +76,14 @@ def params_checksum(net: gluon.Block) -> str:
 def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
                batch_size: int = 256, lr: float = 0.2, kvstore: str = "dist_sync",
                seed: int = 0) -> None:
-    """Worker program: train the Gluon LeNet with ``mgpu.train`` over a distributed KVStore.
+    """Worker program: train the Gluon LeNet with ``mgpu.train`` over a distributed
+    KVStore.
 
-    Every worker loads the same ``subset`` of Fashion-MNIST (same ``seed``); ``mgpu.train``
-    gives each its own equal shard and splits the global ``batch_size`` over the workers. Prints
-    one JSON line with the worker's rank, examples per epoch, accuracies, epoch times and a
-    checksum of its final parameters. Run it with ``run_local_cluster(train_demo, 2)``.
+    Every worker loads the same ``subset`` of Fashion-MNIST (same ``seed``);
+    ``mgpu.train`` gives each its own equal shard and splits the global ``batch_size``
+    over the workers. Prints one JSON line with the worker's rank, examples per epoch,
+    accuracies, epoch times and a checksum of its final parameters. Run it with
+    ``run_local_cluster(train_demo, 2)``.
     """
     from mgpu._mx import mx
     from mgpu.data import load_fashion_mnist
@@ -88,22 +94,25 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
     data = load_fashion_mnist(subset=subset, test_subset=test_subset, seed=seed)
     kv = mx.kv.create(kvstore)
     net = LeNet()
-    hist = train(net, data, devices(1), num_epochs=num_epochs, batch_size=batch_size, lr=lr,
-                 allreduce=False, kvstore=kv, seed=seed, verbose=False, progress=False)
-    examples = round(hist.images_per_sec[-1] * hist.epoch_time[-1])  # this worker's, per epoch
+    hist = train(net, data, devices(1), num_epochs=num_epochs, batch_size=batch_size,
+                 lr=lr, allreduce=False, kvstore=kv, seed=seed, verbose=False,
+                 progress=False)
+    # This worker's examples per epoch.
+    examples = round(hist.images_per_sec[-1] * hist.epoch_time[-1])
     _report(rank=kv.rank, num_workers=kv.num_workers, examples=examples,
             batch_size=hist.batch_size, test_acc=hist.test_acc[-1],
-            train_acc=hist.train_acc[-1], loss=hist.loss[-1], epoch_time=hist.epoch_time,
-            checksum=params_checksum(net))
+            train_acc=hist.train_acc[-1], loss=hist.loss[-1],
+            epoch_time=hist.epoch_time, checksum=params_checksum(net))
 
 
 
 def push_pull_timing(rounds: int = 5, width: int = 64) -> None:
-    """Worker program: push and pull ResNet-18's gradients (62 arrays) through ``dist_sync``.
+    """Worker program: push and pull ResNet-18's gradients (62 arrays) through
+    ``dist_sync``.
 
-    Every round pushes every gradient and pulls the sum back (the parameter server's allreduce),
-    between two waits; prints one JSON line with the worker's rank and each round's
-    milliseconds. ``width`` is :func:`mgpu.models.resnet18_28`'s.
+    Every round pushes every gradient and pulls the sum back (the parameter server's
+    allreduce), between two waits; prints one JSON line with the worker's rank and each
+    round's milliseconds. ``width`` is :func:`mgpu.models.resnet18_28`'s.
     """
     import time
 

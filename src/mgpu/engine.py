@@ -1,17 +1,19 @@
-"""Looking at MXNet's engine from the outside: its threads, and the memory a long queue holds.
+"""Looking at MXNet's engine from the outside: its threads, and the memory a long queue
+holds.
 
-The engine chapter measures what the Python *frontend* and the C++ *backend* (the engine's
-worker threads) each do. Two of its experiments need a process of their own, because MXNet
-reads its thread settings once, when the engine starts, and because a process's peak memory
-only grows:
+The engine chapter measures what the Python *frontend* and the C++ *backend* (the
+engine's worker threads) each do. Two of its experiments need a process of their own,
+because MXNet reads its thread settings once, when the engine starts, and because a
+process's peak memory only grows:
 
-- :func:`thread_census`: how many threads a fresh process has after importing MXNet and after
-  running work on 1, 2, ... CPU devices, with given environment variables.
-- :func:`queue_memory`: a loop that pushes work faster than the engine runs it, with or without
-  waiting every step, and the process's resident memory over time; :func:`draw_queue_memory`
-  draws it.
+- :func:`thread_census`: how many threads a fresh process has after importing MXNet and
+  after running work on 1, 2, ... CPU devices, with given environment variables.
+- :func:`queue_memory`: a loop that pushes work faster than the engine runs it, with or
+  without waiting every step, and the process's resident memory over time;
+  :func:`draw_queue_memory` draws it.
 
-:func:`thread_count` and :func:`resident_mb` are the two measurements, for the current process.
+:func:`thread_count` and :func:`resident_mb` are the two measurements, for the current
+process.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ __all__ = [
 
 
 def thread_count() -> int:
-    """The number of threads of this process (the entries of ``/proc/self/task``, on Linux).
+    """The number of threads of this process (the entries of ``/proc/self/task``, on
+    Linux).
 
     >>> thread_count() >= 1
     True
@@ -42,12 +45,14 @@ def thread_count() -> int:
     try:
         return len(os.listdir("/proc/self/task"))
     except FileNotFoundError:
-        raise RuntimeError("thread_count needs Linux's /proc file system, which this machine "
-                           "does not have; run the engine chapter on Linux") from None
+        raise RuntimeError("thread_count needs Linux's /proc file system, which this "
+                           "machine does not have; run the engine chapter on Linux"
+                           ) from None
 
 
 def resident_mb() -> float:
-    """The resident memory of this process now (``VmRSS`` in ``/proc/self/status``), in MB.
+    """The resident memory of this process now (``VmRSS`` in ``/proc/self/status``), in
+    MB.
 
     >>> resident_mb() > 1
     True
@@ -59,8 +64,8 @@ def resident_mb() -> float:
                     return int(line.split()[1]) * 1024 / 1e6
     except FileNotFoundError:
         pass
-    raise RuntimeError("resident_mb needs Linux's /proc/self/status, which this machine does "
-                       "not have; run the engine chapter on Linux")
+    raise RuntimeError("resident_mb needs Linux's /proc/self/status, which this "
+                       "machine does not have; run the engine chapter on Linux")
 
 
 _CENSUS = r"""
@@ -72,7 +77,8 @@ from mgpu._mx import mx
 counts["import"] = count()
 for i in range(int(sys.argv[1])):
     a = mx.nd.ones((1000, 1000), ctx=mx.cpu(i))
-    a.sum().wait_to_read()  # a reduction: MXNet runs it with OpenMP threads when it has several
+    # A reduction: MXNet runs it with OpenMP threads when it has several.
+    a.sum().wait_to_read()
     counts[f"cpu({i})"] = count()
 print("MGPU-RESULT " + json.dumps(counts))
 """
@@ -80,12 +86,14 @@ print("MGPU-RESULT " + json.dumps(counts))
 
 def thread_census(devices: int, env: Mapping[str, str] | None = None,
                   timeout: float = 300) -> dict[str, int]:
-    """Threads of a fresh process: at start, after importing MXNet, after using each CPU device.
+    """Threads of a fresh process: at start, after importing MXNet, after using each CPU
+    device.
 
-    The process imports MXNet (through ``mgpu``), then sums a 1000 x 1000 array on ``cpu(0)``,
-    ``cpu(1)``, ... in turn and counts its threads after each. ``env`` is added to the
-    environment: e.g. ``{"MXNET_CPU_WORKER_NTHREADS": "2"}``, which MXNet reads only when its
-    engine starts. The keys of the result are ``"start"``, ``"import"`` and ``"cpu(i)"``.
+    The process imports MXNet (through ``mgpu``), then sums a 1000 x 1000 array on
+    ``cpu(0)``, ``cpu(1)``, ... in turn and counts its threads after each. ``env`` is
+    added to the environment: e.g. ``{"MXNET_CPU_WORKER_NTHREADS": "2"}``, which MXNet
+    reads only when its engine starts. The keys of the result are ``"start"``,
+    ``"import"`` and ``"cpu(i)"``.
 
     >>> counts = thread_census(2)
     >>> list(counts), counts["cpu(1)"] > counts["cpu(0)"] > counts["import"]
@@ -97,7 +105,7 @@ def thread_census(devices: int, env: Mapping[str, str] | None = None,
 
 @dataclass(frozen=True)
 class QueueRun:
-    """What :func:`queue_memory` measured: the times, the memory, and the memory over time."""
+    """What :func:`queue_memory` measured: times, memory, and memory over time."""
 
     wait: bool  #: whether the loop waited for every step
     steps: int  #: the number of steps pushed
@@ -106,7 +114,8 @@ class QueueRun:
     finish_s: float  #: seconds until the engine had finished them all
     start_mb: float  #: resident memory when the loop started
     peak_mb: float  #: the process's peak resident memory (``ru_maxrss``) after the loop
-    samples: list[tuple[float, float]]  #: (seconds since the start, resident MB), sampled
+    #: (seconds since the start, resident MB), sampled
+    samples: list[tuple[float, float]]
 
     @property
     def growth_mb(self) -> float:
@@ -143,24 +152,28 @@ time.sleep(0.05)
 done.set()
 sampler.join()
 peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
-print("MGPU-RESULT " + json.dumps(dict(push_s=push_s, finish_s=finish_s, start_mb=start_mb,
-                                       peak_mb=peak_mb, samples=samples)))
+print("MGPU-RESULT " + json.dumps(dict(push_s=push_s, finish_s=finish_s,
+                                       start_mb=start_mb, peak_mb=peak_mb,
+                                       samples=samples)))
 """
 
 
 def queue_memory(wait: bool, steps: int = 40, size: int = 1024,
-                 env: Mapping[str, str] | None = None, timeout: float = 600) -> QueueRun:
-    """Push ``steps`` steps of work in a fresh process and record its memory while they run.
+                 env: Mapping[str, str] | None = None,
+                 timeout: float = 600) -> QueueRun:
+    """Push ``steps`` steps of work in a fresh process; record its memory as they run.
 
-    Every step allocates a new ``size`` x ``size`` float32 input with ``mx.nd.empty`` (MXNet
-    allocates it at once, in the frontend), asks the engine to fill it, and pushes a matrix
-    product and a sum on it. With ``wait=True`` Python waits for each step's sum before pushing
-    the next; with ``wait=False`` it pushes all the steps at once, and every pushed input stays
-    allocated until the engine has run the operations that read it.
+    Every step allocates a new ``size`` x ``size`` float32 input with ``mx.nd.empty``
+    (MXNet allocates it at once, in the frontend), asks the engine to fill it, and
+    pushes a matrix product and a sum on it. With ``wait=True`` Python waits for each
+    step's sum before pushing the next; with ``wait=False`` it pushes all the steps at
+    once, and every pushed input stays allocated until the engine has run the operations
+    that read it.
 
-    The process runs with glibc's ``MALLOC_MMAP_THRESHOLD_`` at 128 KiB (unless ``env`` sets it):
-    every buffer then comes from the operating system and goes back to it when MXNet frees it,
-    so the resident memory follows the live arrays instead of glibc's caches.
+    The process runs with glibc's ``MALLOC_MMAP_THRESHOLD_`` at 128 KiB (unless ``env``
+    sets it): every buffer then comes from the operating system and goes back to it when
+    MXNet frees it, so the resident memory follows the live arrays instead of glibc's
+    caches.
 
     >>> run = queue_memory(wait=True, steps=3, size=64)
     >>> run.steps, run.finish_s >= run.push_s, run.peak_mb >= run.start_mb
@@ -180,18 +193,21 @@ def queue_memory(wait: bool, steps: int = 40, size: int = 1024,
 #: The words of :func:`draw_queue_memory`, per language.
 QUEUE_LABELS = {
     "en": {"time": "seconds", "memory": "resident memory above the start (MB)",
-           "wait": "waits every step", "nowait": "never waits", "pushed": "Python done pushing"},
+           "wait": "waits every step", "nowait": "never waits",
+           "pushed": "Python done pushing"},
     "zh": {"time": "秒", "memory": "常驻内存相对起点的增量（MB）",
            "wait": "每步都等待", "nowait": "从不等待", "pushed": "Python 推送完毕"},
 }
 
 
 def draw_queue_memory(runs: Sequence[QueueRun], lang: str = "en", title: str = ""):
-    """The resident memory of :func:`queue_memory` runs over time, one line per run, with a
-    dotted line where Python had pushed its last step.
+    """The resident memory of :func:`queue_memory` runs over time, one line per run,
+    with a dotted line where Python had pushed its last step.
 
-    >>> run = QueueRun(False, 2, 4.0, 0.1, 1.0, 100.0, 108.0, [(0.0, 100.0), (0.5, 108.0)])
-    >>> fig = draw_queue_memory([run]); len(fig.axes[0].lines)  # the run, its marker, the legend's
+    >>> run = QueueRun(False, 2, 4.0, 0.1, 1.0, 100.0, 108.0,
+    ...                [(0.0, 100.0), (0.5, 108.0)])
+    >>> fig = draw_queue_memory([run])
+    >>> len(fig.axes[0].lines)  # the run, its marker, the legend's
     3
     """
     from mgpu.diagrams import cjk_font

@@ -1,10 +1,11 @@
 """Devices of different speeds: measure each one, then split batches in proportion.
 
-With an even split every step waits for the slowest device. If device ``i`` processes ``s_i``
-examples per second, giving it a share of the batch proportional to ``s_i`` makes all devices
-finish together; :func:`mgpu.parallel.split_and_load` and :func:`mgpu.train.train` take such
-``weights=``, and :func:`mgpu.timing.device_speeds` measures them. A :class:`CoTenant` makes one
-of several identical devices slower, to try this out.
+With an even split every step waits for the slowest device. If device ``i`` processes
+``s_i`` examples per second, giving it a share of the batch proportional to ``s_i``
+makes all devices finish together; :func:`mgpu.parallel.split_and_load` and
+:func:`mgpu.train.train` take such ``weights=``, and :func:`mgpu.timing.device_speeds`
+measures them. A :class:`CoTenant` makes one of several identical devices slower, to try
+this out.
 """
 
 from __future__ import annotations
@@ -16,10 +17,11 @@ __all__ = ["CoTenant"]
 
 
 class CoTenant:
-    """Another job sharing a device: pushes ``n`` products of ``size x size`` matrices per step.
+    """Another job sharing a device: pushes ``n`` products of ``size x size`` matrices
+    per step.
 
-    It makes one of several identical devices slower in a controlled, repeatable way, standing in
-    for a slower GPU model or a GPU that another process also uses.
+    It makes one of several identical devices slower in a controlled, repeatable way,
+    standing in for a slower GPU model or a GPU that another process also uses.
 
     >>> slow = CoTenant(mx.cpu(1), n=2, size=64)
     >>> slow(mx.cpu(0)), slow(mx.cpu(1))  # only its own device gets the extra work

@@ -1,21 +1,24 @@
 """Training with Horovod: one process per device, gradients summed by a ring allreduce.
 
-Horovod replaces MXNet's parameter server with collective operations between the training
-processes themselves: no scheduler, no server, every rank sends its gradients to its neighbour on
-a ring. ``horovodrun`` starts the ranks (on remote hosts over ``ssh``) and ends the job when one
-of them fails.
+Horovod replaces MXNet's parameter server with collective operations between the
+training processes themselves: no scheduler, no server, every rank sends its gradients
+to its neighbour on a ring. ``horovodrun`` starts the ranks (on remote hosts over
+``ssh``) and ends the job when one of them fails.
 
-- :func:`train_horovod` trains a Gluon block in one rank: :func:`mgpu.train.worker_shard` of the
-  data, Horovod's ``DistributedTrainer`` and rank 0's initial weights broadcast to every rank. As
-  with ``dist_sync``, ``batch_size`` is the *global* batch.
-- ``allreduce_demo`` and ``train_demo`` are the book's worker programs: each rank prints one
-  JSON line per result. Run them with ``horovodrun ... python -m mgpu hvd_train`` or from Python
-  with :func:`run_horovod`.
-- :func:`run_horovod` runs ``horovodrun`` on loopback in a subprocess, with a time limit, and
-  records every process the job started so that a caller can check none is left running.
+- :func:`train_horovod` trains a Gluon block in one rank:
+  :func:`mgpu.train.worker_shard` of the data, Horovod's ``DistributedTrainer`` and rank
+  0's initial weights broadcast to every rank. As with ``dist_sync``, ``batch_size`` is
+  the *global* batch.
+- ``allreduce_demo`` and ``train_demo`` are the book's worker programs: each rank prints
+  one JSON line per result. Run them with ``horovodrun ... python -m mgpu hvd_train`` or
+  from Python with :func:`run_horovod`.
+- :func:`run_horovod` runs ``horovodrun`` on loopback in a subprocess, with a time
+  limit, and records every process the job started so that a caller can check none is
+  left running.
 
 Horovod is imported on first use: :func:`train_horovod` and the worker programs need it
-installed (built against MXNet, with Gloo), :func:`run_horovod` needs its ``horovodrun``.
+installed (built against MXNet, with Gloo), :func:`run_horovod` needs its
+``horovodrun``.
 """
 
 from __future__ import annotations
@@ -41,17 +44,20 @@ if TYPE_CHECKING:  # pragma: no cover
     import mgpu.train
     from mgpu.data import Dataset
 
-# The worker programs allreduce_demo and train_demo are used through this module (mgpu.horovod.*)
-# or `python -m mgpu`: mgpu.train_demo is the parameter-server one.
-__all__ = ["HorovodError", "HorovodResult", "horovod_available", "run_horovod", "train_horovod"]
+# The worker programs allreduce_demo and train_demo are used through this module
+# (mgpu.horovod.*) or `python -m mgpu`: mgpu.train_demo is the parameter-server one.
+__all__ = ["HorovodError", "HorovodResult", "horovod_available", "run_horovod",
+           "train_horovod"]
 
 #: How to get Horovod for this package: it is compiled against the installed MXNet.
 INSTALL_HINT = (
-    "Horovod is not installed in this Python environment (or was built without MXNet). The "
-    "project's sessions build it: `nox -s tests` or `nox -s docs`. By hand, in a venv that has "
-    "mxnet==1.9.1 and numpy<1.24, with g++, make and cmake installed:\n"
+    "Horovod is not installed in this Python environment (or was built without "
+    "MXNet). The project's sessions build it: `nox -s tests` or `nox -s docs`. By "
+    "hand, in a venv that has mxnet==1.9.1 and numpy<1.24, with g++, make and cmake "
+    "installed:\n"
     "    HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 "
-    "HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 HOROVOD_CPU_OPERATIONS=gloo \\\n"
+    "HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 "
+    "HOROVOD_CPU_OPERATIONS=gloo \\\n"
     "    pip install --no-build-isolation horovod==0.28.1"
 )
 
@@ -61,17 +67,19 @@ def _hvd():
     try:
         import horovod.mxnet as hvd
     except ImportError as err:
-        raise ImportError(f"{INSTALL_HINT}\n(import horovod.mxnet failed: {err})") from err
+        raise ImportError(f"{INSTALL_HINT}\n(import horovod.mxnet failed: {err})"
+                          ) from err
     if not hvd.is_initialized():
         hvd.init()
     return hvd
 
 
 def horovod_available() -> bool:
-    """Whether ``horovod.mxnet`` imports here (checked in a fresh process, which it initialises).
+    """Whether ``horovod.mxnet`` imports here (checked in a fresh process, which it
+    initialises).
 
-    Importing Horovod's MXNet module loads its compiled library; the check runs in a subprocess
-    so that the caller's process stays free of it.
+    Importing Horovod's MXNet module loads its compiled library; the check runs in a
+    subprocess so that the caller's process stays free of it.
     """
     probe = subprocess.run([sys.executable, "-c", "import horovod.mxnet"],
                            capture_output=True)
@@ -98,14 +106,15 @@ def train_horovod(
     """Train the Gluon block ``net`` in this Horovod rank; return the rank's
     :class:`~mgpu.train.History`.
 
-    Every rank of the job calls this with the same arguments. ``batch_size`` is the global
-    batch, as under ``dist_sync``: rank ``r`` of ``k`` trains on :func:`~mgpu.train.worker_shard`
-    of the training data, ``batch_size // k`` examples per step. Each rank initialises the
-    network with its own seed (``seed + rank``); ``hvd.broadcast_parameters`` then gives every
-    rank rank 0's weights, as a parameter server's first pull would. Horovod's
-    ``DistributedTrainer`` sums the gradients of all ranks (an allreduce) and divides by ``k``
-    times the local batch, i.e. by the global batch, before the same SGD update on every rank.
-    ``device`` is this rank's device (default ``mx.cpu()``).
+    Every rank of the job calls this with the same arguments. ``batch_size`` is the
+    global batch, as under ``dist_sync``: rank ``r`` of ``k`` trains on
+    :func:`~mgpu.train.worker_shard` of the training data, ``batch_size // k`` examples
+    per step. Each rank initialises the network with its own seed (``seed + rank``);
+    ``hvd.broadcast_parameters`` then gives every rank rank 0's weights, as a parameter
+    server's first pull would. Horovod's ``DistributedTrainer`` sums the gradients of
+    all ranks (an allreduce) and divides by ``k`` times the local batch, i.e. by the
+    global batch, before the same SGD update on every rank. ``device`` is this rank's
+    device (default ``mx.cpu()``).
     """
     from mgpu._mx import mx
     from mgpu.checks import positive_int, positive_number
@@ -123,44 +132,52 @@ def train_horovod(
 
     hvd = _hvd()
     if not isinstance(net, mx.gluon.Block):
-        raise TypeError(f"train_horovod trains a Gluon block, not {type(net).__name__}: pass "
-                        "e.g. mgpu.LeNet()")
+        raise TypeError("train_horovod trains a Gluon block, not "
+                        f"{type(net).__name__}: pass e.g. mgpu.LeNet()")
     num_epochs = positive_int("num_epochs", num_epochs)
     batch_size = positive_int("batch_size", batch_size)
     lr = positive_number("lr", lr, "use a learning rate such as 0.1")
     _check_data(data)
     rank, size = hvd.rank(), hvd.size()
-    images, labels = worker_shard(data.train_images, data.train_labels, batch_size, size, rank)
+    images, labels = worker_shard(data.train_images, data.train_labels, batch_size,
+                                  size, rank)
     local_batch = batch_size // size
     devices = [device if device is not None else mx.cpu()]
-    _initialise(net, devices, seed + rank)  # different on every rank, until the broadcast
+    _initialise(net, devices, seed + rank)  # differs between ranks until the broadcast
     net.hybridize()
-    _num_outputs(net, images, devices[0], None)  # one forward pass: every shape is known now
+    _num_outputs(net, images, devices[0], None)  # a forward pass: every shape is known
     hvd.broadcast_parameters(net.collect_params(), root_rank=0)
-    trainer = hvd.DistributedTrainer(net.collect_params(), optimizer, {"learning_rate": lr})
-    # trainer.step(local batch): Horovod sums the ranks' gradients and scales by 1 / (k * local).
+    trainer = hvd.DistributedTrainer(net.collect_params(), optimizer,
+                                     {"learning_rate": lr})
+    # trainer.step(local batch): Horovod sums the ranks' gradients and scales by
+    # 1 / (k * local).
     step = gluon_step(net, trainer, devices, allreduce=False)
     hist = History(devices=[str(d) for d in devices], batch_size=batch_size, lr=lr,
-                   model=type(net).__name__, reduction=f"Horovod allreduce over {size} ranks")
+                   model=type(net).__name__,
+                   reduction=f"Horovod allreduce over {size} ranks")
     for epoch in range(num_epochs):
-        # worker_shard cut the shard to whole batches: every rank runs the same number of steps
-        batches = iter_batches(images, labels, local_batch, shuffle=True, seed=seed + epoch)
-        loss, correct, seen, elapsed = _run_epoch(step, batches, devices, False,
-                                                  len(labels) // local_batch, epoch + 1, lr)
+        # worker_shard cut the shard to whole batches: every rank runs the same number
+        # of steps
+        batches = iter_batches(images, labels, local_batch, shuffle=True,
+                               seed=seed + epoch)
+        loss, correct, seen, elapsed = _run_epoch(
+            step, batches, devices, False, len(labels) // local_batch, epoch + 1, lr)
         hist._add_epoch(loss, correct, seen, elapsed, evaluate_accuracy(
             net, data.test_images, data.test_labels, devices, eval_batch_size))
         if verbose:
-            print(f"rank {rank} of {size}: " + hist.report(epoch + 1, num_epochs), flush=True)
+            print(f"rank {rank} of {size}: " + hist.report(epoch + 1, num_epochs),
+                  flush=True)
     return hist
 
 
 def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
                    kill_rank: int | None = None) -> None:
-    """Worker program: rank ``r`` allreduces ``(r + 1) * ones(shape)`` (a sum), ``rounds`` times.
+    """Worker program: rank ``r`` allreduces ``(r + 1) * ones(shape)`` (a sum),
+    ``rounds`` times.
 
-    With two ranks every rank receives arrays of ``1 + 2 = 3``. With ``kill_rank`` that rank
-    prints the time and kills itself with ``SIGKILL`` before its second round, as a crashed
-    machine would. Prints one JSON line per round (and one for the kill).
+    With two ranks every rank receives arrays of ``1 + 2 = 3``. With ``kill_rank`` that
+    rank prints the time and kills itself with ``SIGKILL`` before its second round, as a
+    crashed machine would. Prints one JSON line per round (and one for the kill).
     """
     from mgpu._mx import mx
 
@@ -168,7 +185,8 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
     rank = hvd.rank()
     for step in range(rounds):
         if step == 1 and rank == kill_rank:
-            _report(rank=rank, event="killing myself", pid=os.getpid(), time=time.time())
+            _report(rank=rank, event="killing myself", pid=os.getpid(),
+                    time=time.time())
             os.kill(os.getpid(), signal.SIGKILL)
         summed = hvd.allreduce(mx.nd.ones(tuple(shape)) * (rank + 1), average=False,
                                name=f"demo{step}")
@@ -177,10 +195,11 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
 
 
 def allreduce_timing(rounds: int = 5, width: int = 64) -> None:
-    """Worker program: allreduce ResNet-18's gradients (62 arrays) with Horovod, ``rounds`` times.
+    """Worker program: allreduce ResNet-18's gradients (62 arrays) with Horovod,
+    ``rounds`` times.
 
-    Every round sums every gradient over the ranks, in place, between two waits; prints one
-    JSON line with the rank and each round's milliseconds, like
+    Every round sums every gradient over the ranks, in place, between two waits; prints
+    one JSON line with the rank and each round's milliseconds, like
     :func:`mgpu.dist.push_pull_timing` does for the parameter server.
     """
     from mgpu._mx import mx
@@ -204,9 +223,10 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
                batch_size: int = 256, lr: float = 0.2, seed: int = 0) -> None:
     """Worker program: train the Gluon LeNet with :func:`train_horovod`, report as JSON.
 
-    Every rank loads the same ``subset`` of Fashion-MNIST and trains on its own shard; the line
-    it prints has the same fields as :func:`mgpu.dist.train_demo`'s: rank, size, examples per
-    epoch, accuracies, epoch times and a checksum of the final parameters.
+    Every rank loads the same ``subset`` of Fashion-MNIST and trains on its own shard;
+    the line it prints has the same fields as :func:`mgpu.dist.train_demo`'s: rank,
+    size, examples per epoch, accuracies, epoch times and a checksum of the final
+    parameters.
     """
     from mgpu.data import load_fashion_mnist
     from mgpu.dist import params_checksum
@@ -217,14 +237,16 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
     net = LeNet()
     hist = train_horovod(net, data, num_epochs=num_epochs, batch_size=batch_size, lr=lr,
                          seed=seed, verbose=False)
-    examples = round(hist.images_per_sec[-1] * hist.epoch_time[-1])  # this rank's, per epoch
+    # This rank's examples per epoch.
+    examples = round(hist.images_per_sec[-1] * hist.epoch_time[-1])
     _report(rank=hvd.rank(), num_workers=hvd.size(), pid=os.getpid(), examples=examples,
             batch_size=hist.batch_size, test_acc=hist.test_acc[-1],
-            train_acc=hist.train_acc[-1], loss=hist.loss[-1], epoch_time=hist.epoch_time,
-            checksum=params_checksum(net))
+            train_acc=hist.train_acc[-1], loss=hist.loss[-1],
+            epoch_time=hist.epoch_time, checksum=params_checksum(net))
 
 
-# --- running horovodrun ------------------------------------------------------------------------
+# --- running horovodrun
+# ------------------------------------------------------------------------
 
 
 class HorovodError(RuntimeError):
@@ -240,16 +262,20 @@ class HorovodResult:
     """What one :func:`run_horovod` job did."""
 
     command: list[str]  #: the ``horovodrun`` command line
-    returncode: int | None  #: ``horovodrun``'s exit status, or ``None`` if stopped at the timeout
+    #: ``horovodrun``'s exit status, or ``None`` if stopped at the timeout
+    returncode: int | None
     stdout: str
     stderr: str
     elapsed: float  #: seconds from the start of ``horovodrun`` to its exit
     ended: float  #: ``time.time()`` when ``horovodrun`` exited (or was stopped)
-    pids: list[int] = field(default_factory=list)  #: every process of the job that was seen
-    left_running: list[int] = field(default_factory=list)  #: still alive after horovodrun exited
+    #: every process of the job that was seen
+    pids: list[int] = field(default_factory=list)
+    #: still alive after horovodrun exited
+    left_running: list[int] = field(default_factory=list)
 
     def reports(self) -> list[dict]:
-        """Every JSON object the ranks printed (``horovodrun`` prefixes lines with ``[rank]``)."""
+        """Every JSON object the ranks printed (``horovodrun`` prefixes lines with
+        ``[rank]``)."""
         found = []
         for line in self.stdout.splitlines():
             line = line.strip()
@@ -261,7 +287,7 @@ class HorovodResult:
         return found
 
     def error_line(self) -> str:
-        """The first line of the error ``horovodrun`` reported (empty if it reported none)."""
+        """The first line of the error ``horovodrun`` reported (empty if none)."""
         for line in (self.stderr + "\n" + self.stdout).splitlines():
             text = line.strip()
             if text.startswith(("RuntimeError:", "horovodrun: error", "ValueError:")):
@@ -288,28 +314,31 @@ def run_horovod(
     check: bool = True,
     cwd: str | os.PathLike | None = None,
 ) -> HorovodResult:
-    """Run ``horovodrun -np NP -H HOSTS --gloo --network-interface lo PROGRAM`` on loopback.
+    """Run ``horovodrun -np NP -H HOSTS --gloo --network-interface lo PROGRAM`` on
+    loopback.
 
-    ``program`` is the command every rank runs, e.g. ``[sys.executable, "-m", "mgpu",
-    "hvd_train"]``; ``hosts`` is horovodrun's ``-H`` (default ``localhost:NP``: every rank on
-    this machine). While the job runs, every process it starts (``horovodrun``'s helpers and the
-    ranks) is recorded in ``pids``; ``left_running`` lists those still alive a few seconds after
-    ``horovodrun`` exited (it should be empty). After ``timeout`` seconds the job is killed.
-    With ``check`` a failed or timed-out job raises :class:`HorovodError`, whose first line says
-    how it ended and whose ``result`` holds the output. Nothing is left running on return.
+    ``program`` is the command every rank runs, e.g.
+    ``[sys.executable, "-m", "mgpu", "hvd_train"]``; ``hosts`` is horovodrun's ``-H``
+    (default ``localhost:NP``: every rank on this machine). While the job runs, every
+    process it starts (``horovodrun``'s helpers and the ranks) is recorded in ``pids``;
+    ``left_running`` lists those still alive a few seconds after ``horovodrun`` exited
+    (it should be empty). After ``timeout`` seconds the job is killed. With ``check`` a
+    failed or timed-out job raises :class:`HorovodError`, whose first line says how it
+    ended and whose ``result`` holds the output. Nothing is left running on return.
     """
     if isinstance(program, str):
-        raise TypeError("program must be a list of arguments, e.g. [sys.executable, '-m', "
-                        "'mgpu', 'hvd_allreduce'], not a str")
-    command = [horovodrun_path(), "-np", str(int(np)), "-H", hosts or f"localhost:{int(np)}",
-               "--gloo", "--network-interface", "lo", *map(str, program)]
+        raise TypeError("program must be a list of arguments, e.g. [sys.executable, "
+                        "'-m', 'mgpu', 'hvd_allreduce'], not a str")
+    command = [horovodrun_path(), "-np", str(int(np)), "-H",
+               hosts or f"localhost:{int(np)}", "--gloo", "--network-interface", "lo",
+               *map(str, program)]
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     seen: set[int] = set()
     with open(os.devnull, "rb") as devnull, \
             _tempfile() as out, _tempfile() as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(command, stdin=devnull, stdout=out, stderr=err, env=full_env,
-                                cwd=cwd, start_new_session=True)
+        proc = subprocess.Popen(command, stdin=devnull, stdout=out, stderr=err,
+                                env=full_env, cwd=cwd, start_new_session=True)
         seen.add(proc.pid)
         timed_out = False
         while proc.poll() is None:
@@ -322,7 +351,8 @@ def run_horovod(
             time.sleep(0.05)
         elapsed = time.perf_counter() - start
         ended = time.time()
-        # What horovodrun leaves behind: give the ranks a moment to exit, then record the rest.
+        # What horovodrun leaves behind: give the ranks a moment to exit, then record
+        # the rest.
         from mgpu.launch import running
 
         grace = time.perf_counter() + 5.0

@@ -1,17 +1,21 @@
-"""Looking inside MXNet's KVStore: who sums which key, what the engine ran, what crossed the wire.
+"""Looking inside MXNet's KVStore: who sums which key, what the engine ran, what crossed
+the wire.
 
-The chapter "Inside the KVStore" checks what MXNet 1.9.1's source says against what a run does.
+The chapter "Inside the KVStore" checks what MXNet 1.9.1's source says against what a
+run does.
 
 - :func:`device_owners`: the device on which a ``device`` KVStore sums each key, as
   ``CommDevice::InitMergeBuffer`` (``src/kvstore/comm.h``) assigns them.
-- :func:`server_shares`: how many numbers of each key every server of a distributed KVStore
-  holds, as ``KVStoreDist::EncodeDefaultKey`` (``src/kvstore/kvstore_dist.h``) cuts them.
+- :func:`server_shares`: how many numbers of each key every server of a distributed
+  KVStore holds, as ``KVStoreDist::EncodeDefaultKey`` (``src/kvstore/kvstore_dist.h``)
+  cuts them.
 - :func:`socket_bytes`: the bytes a process has sent and received over each of its TCP
   connections, read from ``ss`` (iproute2): ps-lite itself counts nothing.
-- Programs that print one JSON line and run in a fresh process (MXNet's profiler works once per
-  process) or on the workers of :func:`mgpu.launch.run_local_cluster`: :func:`reduce_timeline`,
-  :func:`step_timeline`, :func:`push_pull_traffic` and :func:`train_traffic`; also runnable as
-  ``python -m mgpu kv_reduce_timeline`` and so on.
+- Programs that print one JSON line and run in a fresh process (MXNet's profiler works
+  once per process) or on the workers of :func:`mgpu.launch.run_local_cluster`:
+  :func:`reduce_timeline`, :func:`step_timeline`, :func:`push_pull_traffic` and
+  :func:`train_traffic`; also runnable as ``python -m mgpu kv_reduce_timeline`` and so
+  on.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from mgpu.checks import positive_int
 __all__ = ["device_owners", "push_pull_traffic", "reduce_timeline", "server_shares",
            "socket_bytes", "step_timeline", "train_traffic"]
 
-#: ``MXNET_KVSTORE_BIGARRAY_BOUND``'s default: arrays with at least this many numbers are cut
-#: into one piece per server (``src/kvstore/kvstore_dist.h``).
+#: ``MXNET_KVSTORE_BIGARRAY_BOUND``'s default: arrays with at least this many numbers
+#: are cut into one piece per server (``src/kvstore/kvstore_dist.h``).
 BIGARRAY_BOUND = 1_000_000
 
 
@@ -42,11 +46,11 @@ def _report(**fields) -> None:
 def device_owners(sizes: Sequence[int], num_devices: int) -> list[int]:
     """The device that sums each key in a ``device`` KVStore, in the order of ``sizes``.
 
-    ``CommDevice::InitMergeBuffer`` sorts the keys by size, largest first, and puts each key's
-    merge buffer on the device that holds the fewest numbers so far. Between equally loaded
-    devices its loop keeps the last one it visits (``size <= min_size``) in the order of a hash
-    map; here the highest id wins, which matches MXNet 1.9.1 on two devices. Whatever the tie
-    rule, the numbers summed per device come out the same.
+    ``CommDevice::InitMergeBuffer`` sorts the keys by size, largest first, and puts each
+    key's merge buffer on the device that holds the fewest numbers so far. Between
+    equally loaded devices its loop keeps the last one it visits (``size <= min_size``)
+    in the order of a hash map; here the highest id wins, which matches MXNet 1.9.1 on
+    two devices. Whatever the tie rule, the numbers summed per device come out the same.
 
     >>> device_owners([10, 1000, 10, 500, 490], 2)
     [0, 1, 1, 0, 0]
@@ -65,10 +69,12 @@ def device_owners(sizes: Sequence[int], num_devices: int) -> list[int]:
 
 def server_shares(sizes: Sequence[int], num_servers: int,
                   bound: int = BIGARRAY_BOUND) -> list[list[int]]:
-    """How many numbers of each key (``sizes[key]``) every server holds: one row per key.
+    """How many numbers of each key (``sizes[key]``) every server holds: one row per
+    key.
 
-    A key with fewer than ``bound`` numbers lives whole on server ``(key * 9973) % num_servers``;
-    a bigger one is cut into ``num_servers`` nearly equal pieces (``EncodeDefaultKey``).
+    A key with fewer than ``bound`` numbers lives whole on server
+    ``(key * 9973) % num_servers``; a bigger one is cut into ``num_servers`` nearly
+    equal pieces (``EncodeDefaultKey``).
 
     >>> server_shares([10, 10, 3_000_000], 2)
     [[10, 0], [0, 10], [1500000, 1500000]]
@@ -88,7 +94,8 @@ def server_shares(sizes: Sequence[int], num_servers: int,
 
 
 def _round(x: float) -> int:
-    """C++'s ``round`` of a positive number: halves away from zero (Python's round to even)."""
+    """C++'s ``round`` of a positive number: halves away from zero (Python's, to
+    even)."""
     return math.floor(x + 0.5)
 
 
@@ -96,11 +103,12 @@ _SOCKET = re.compile(r"^\S+\s+\d+\s+\d+\s+(\S+)\s+(\S+)\s+users:\(.*pid=(\d+),")
 
 
 def socket_bytes(pid: int | None = None) -> dict[str, list[int]]:
-    """``{peer address: [bytes sent, bytes received]}`` over the TCP connections of ``pid``.
+    """``{peer address: [bytes sent, bytes received]}`` over the TCP connections of
+    ``pid``.
 
-    Read from the kernel's TCP statistics with ``ss -tinp`` (iproute2); counts are cumulative
-    since each connection opened, so take the difference of two calls. The default ``pid`` is
-    this process.
+    Read from the kernel's TCP statistics with ``ss -tinp`` (iproute2); counts are
+    cumulative since each connection opened, so take the difference of two calls. The
+    default ``pid`` is this process.
 
     >>> isinstance(socket_bytes(), dict)
     True
@@ -108,37 +116,43 @@ def socket_bytes(pid: int | None = None) -> dict[str, list[int]]:
     pid = os.getpid() if pid is None else positive_int("pid", pid)
     ss = shutil.which("ss")
     if ss is None:
-        raise RuntimeError("socket_bytes needs the 'ss' command of iproute2, which is not "
-                           "installed: apt-get install iproute2")
+        raise RuntimeError("socket_bytes needs the 'ss' command of iproute2, which is "
+                           "not installed: apt-get install iproute2")
     lines = subprocess.run([ss, "-tinpH"], capture_output=True, text=True, check=True,
                            timeout=30).stdout.splitlines()
     found: dict[str, list[int]] = {}
-    for i, line in enumerate(lines):  # ss prints each socket's statistics on the next line
+    # ss prints each socket's statistics on the next line.
+    for i, line in enumerate(lines):
         info = lines[i + 1] if i + 1 < len(lines) else ""
         m = _SOCKET.match(line)
         if not m or int(m.group(3)) != pid:
             continue
-        counts = [int(x.group(1)) if x else 0 for x in
-                  (re.search(rf"\b{w}:(\d+)", info) for w in ("bytes_sent", "bytes_received"))]
+        matches = (re.search(rf"\b{w}:(\d+)", info)
+                   for w in ("bytes_sent", "bytes_received"))
+        counts = [int(x.group(1)) if x else 0 for x in matches]
         total = found.setdefault(m.group(2), [0, 0])
         total[0] += counts[0]
         total[1] += counts[1]
     return found
 
 
-def _difference(after: dict[str, list[int]], before: dict[str, list[int]]) -> dict[str, list]:
+def _difference(after: dict[str, list[int]],
+                before: dict[str, list[int]]) -> dict[str, list]:
     return {peer: [a - b for a, b in zip(v, before.get(peer, [0, 0]), strict=True)]
             for peer, v in after.items()}
 
 
-def reduce_timeline(kvstore: str = "device", width: int = 16, num_devices: int = 2) -> None:
-    """Program: push and pull ResNet-18's gradients from ``num_devices`` CPU devices through a
-    single-machine KVStore under MXNet's profiler; print the operators per engine queue.
+def reduce_timeline(kvstore: str = "device", width: int = 16,
+                    num_devices: int = 2) -> None:
+    """Program: push and pull ResNet-18's gradients from ``num_devices`` CPU devices
+    through a single-machine KVStore under MXNet's profiler; print the operators per
+    engine queue.
 
-    Prints one JSON line: ``ops`` maps ``"name@queue"`` to ``[count, milliseconds]``, where a
-    queue is the profiler's device index (``cpu(i)`` is ``i``; a higher index is another kind
-    of memory, such as the pinned host memory of ``local``); ``sizes`` lists the keys' sizes and
-    ``pulled`` the distinct values pulled (device ``i`` pushes ``i + 1``).
+    Prints one JSON line: ``ops`` maps ``"name@queue"`` to ``[count, milliseconds]``,
+    where a queue is the profiler's device index (``cpu(i)`` is ``i``; a higher index is
+    another kind of memory, such as the pinned host memory of ``local``); ``sizes``
+    lists the keys' sizes and ``pulled`` the distinct values pulled (device ``i`` pushes
+    ``i + 1``).
     """
     from mgpu._mx import mx
     from mgpu.devices import devices
@@ -148,7 +162,8 @@ def reduce_timeline(kvstore: str = "device", width: int = 16, num_devices: int =
     devs = devices(num_devices)
     shapes = gradient_shapes(resnet18_28(width=width))
     kv = mx.kv.create(kvstore)
-    grads = [[mx.nd.ones(s, ctx=d) * (i + 1) for i, d in enumerate(devs)] for s in shapes]
+    grads = [[mx.nd.ones(s, ctx=d) * (i + 1) for i, d in enumerate(devs)]
+             for s in shapes]
     outs = [[mx.nd.zeros(s, ctx=d) for d in devs] for s in shapes]
     keys = list(range(len(shapes)))
     kv.init(keys, [g[0] for g in grads])
@@ -161,7 +176,8 @@ def reduce_timeline(kvstore: str = "device", width: int = 16, num_devices: int =
         entry = ops.setdefault(f"{e.name}@{e.device}", [0, 0.0])
         entry[0] += 1
         entry[1] += e.end_ms - e.start_ms
-    pulled = sorted({float(x) for row in outs for o in row for x in o.asnumpy().ravel()})
+    pulled = sorted({float(x) for row in outs for o in row
+                     for x in o.asnumpy().ravel()})
     _report(kvstore=kvstore, num_devices=num_devices, ops=ops,
             sizes=[int(mx.nd.zeros(s).size) for s in shapes], pulled=pulled)
 
@@ -170,11 +186,12 @@ def step_timeline(kvstore: str = "device", width: int = 8, batch_size: int = 32,
                   repeats: int = 3) -> None:
     """Program: training steps of ResNet-18 on two CPU devices with a Gluon ``Trainer``.
 
-    Times ``repeats`` steps two ways, alternating: as Gluon runs them (``trainer.step`` right
-    after ``backward``, so the engine may reduce some gradients while others are still being
-    computed) and with ``mx.nd.waitall()`` between ``backward`` and ``trainer.step`` (no
-    overlap). Then records one step under the profiler. Prints one JSON line with the median
-    milliseconds of each and the profiled operators as ``[name, queue, start, end]``.
+    Times ``repeats`` steps two ways, alternating: as Gluon runs them (``trainer.step``
+    right after ``backward``, so the engine may reduce some gradients while others are
+    still being computed) and with ``mx.nd.waitall()`` between ``backward`` and
+    ``trainer.step`` (no overlap). Then records one step under the profiler. Prints one
+    JSON line with the median milliseconds of each and the profiled operators as
+    ``[name, queue, start, end]``.
     """
     from mxnet import autograd, gluon
 
@@ -222,14 +239,15 @@ def step_timeline(kvstore: str = "device", width: int = 8, batch_size: int = 32,
 
 def push_pull_traffic(model: str = "LeNet", width: int = 64, rounds: int = 3,
                       threshold: float | None = None) -> None:
-    """Worker program: push and pull a model's gradients through ``dist_sync``, ``rounds``
-    times, and count the bytes this worker's TCP connections carried per round.
+    """Worker program: push and pull a model's gradients through ``dist_sync``,
+    ``rounds`` times, and count the bytes this worker's TCP connections carried per
+    round.
 
-    ``model`` is ``"LeNet"`` or ``"resnet18_28"`` (at ``width``); with ``threshold`` the store
-    compresses pushes to 2 bits per number. The gradients are random normal numbers with
-    standard deviation ``threshold`` (or 1), so that compression has something to send. Prints
-    one JSON line with the milliseconds of each round and, per peer, the bytes sent and
-    received in all rounds (after one warm-up round).
+    ``model`` is ``"LeNet"`` or ``"resnet18_28"`` (at ``width``); with ``threshold`` the
+    store compresses pushes to 2 bits per number. The gradients are random normal
+    numbers with standard deviation ``threshold`` (or 1), so that compression has
+    something to send. Prints one JSON line with the milliseconds of each round and, per
+    peer, the bytes sent and received in all rounds (after one warm-up round).
     """
     from mgpu._mx import mx
     from mgpu.models import LeNet, gradient_shapes, resnet18_28
@@ -257,22 +275,25 @@ def push_pull_traffic(model: str = "LeNet", width: int = 64, rounds: int = 3,
         times.append((time.perf_counter() - start) * 1e3)
     traffic = _difference(socket_bytes(), before)
     _report(rank=kv.rank, num_workers=kv.num_workers, model=model, threshold=threshold,
-            sizes=[int(g.size) for g in grads], ms=times[1:], rounds=rounds, bytes=traffic)
+            sizes=[int(g.size) for g in grads], ms=times[1:], rounds=rounds,
+            bytes=traffic)
 
 
-def train_traffic(threshold: float | None = None, subset: int = 4096, test_subset: int = 1000,
-                  num_epochs: int = 2, batch_size: int = 256, lr: float = 0.2,
-                  seed: int = 0) -> None:
-    """Worker program: train the Gluon LeNet over ``dist_sync`` with separate pushes and pulls,
-    with 2-bit gradient compression if ``threshold`` is given; count the bytes on the wire.
+def train_traffic(threshold: float | None = None, subset: int = 4096,
+                  test_subset: int = 1000, num_epochs: int = 2, batch_size: int = 256,
+                  lr: float = 0.2, seed: int = 0) -> None:
+    """Worker program: train the Gluon LeNet over ``dist_sync`` with separate pushes and
+    pulls, with 2-bit gradient compression if ``threshold`` is given; count the bytes on
+    the wire.
 
-    MXNet 1.9.1's ``Trainer`` sends dense gradients with ``pushpull``, which a distributed
-    store refuses once compression is set ("Compression not supported with PushPull",
-    ``KVStoreDist::PushPullImpl``). This loop therefore does what the ``Trainer`` does, with
-    ``push`` and ``pull``: the servers run SGD, and each worker pushes the gradients of its
-    shard (:func:`mgpu.train.worker_shard`) and pulls the new weights, key ``i`` with priority
-    ``-i``. Prints one JSON line with the test accuracy, loss and seconds of every epoch, and
-    the bytes this worker sent and received over TCP during training (initialisation included).
+    MXNet 1.9.1's ``Trainer`` sends dense gradients with ``pushpull``, which a
+    distributed store refuses once compression is set ("Compression not supported with
+    PushPull", ``KVStoreDist::PushPullImpl``). This loop therefore does what the
+    ``Trainer`` does, with ``push`` and ``pull``: the servers run SGD, and each worker
+    pushes the gradients of its shard (:func:`mgpu.train.worker_shard`) and pulls the
+    new weights, key ``i`` with priority ``-i``. Prints one JSON line with the test
+    accuracy, loss and seconds of every epoch, and the bytes this worker sent and
+    received over TCP during training (initialisation included).
     """
     from mxnet import autograd, gluon
 
@@ -302,8 +323,8 @@ def train_traffic(threshold: float | None = None, subset: int = 4096, test_subse
     report: dict[str, list] = {"test_acc": [], "loss": [], "epoch_time": []}
     for epoch in range(num_epochs):
         began, total = time.perf_counter(), 0.0
-        for X, y in iter_batches(images, labels, batch_size // kv.num_workers, shuffle=True,
-                                 seed=seed + epoch):
+        for X, y in iter_batches(images, labels, batch_size // kv.num_workers,
+                                 shuffle=True, seed=seed + epoch):
             X, y = mx.nd.array(X), mx.nd.array(y)
             with autograd.record():
                 loss = loss_fn(net(X), y)
@@ -314,10 +335,10 @@ def train_traffic(threshold: float | None = None, subset: int = 4096, test_subse
             total += float(loss.sum().asscalar())
         report["epoch_time"].append(time.perf_counter() - began)
         report["loss"].append(total / len(labels))
-        report["test_acc"].append(evaluate_accuracy(net, data.test_images, data.test_labels,
-                                                    [mx.cpu(0)]))
+        report["test_acc"].append(evaluate_accuracy(net, data.test_images,
+                                                    data.test_labels, [mx.cpu(0)]))
     seconds = time.perf_counter() - start
     traffic = _difference(socket_bytes(), before)
-    _report(rank=kv.rank, num_workers=kv.num_workers, threshold=threshold, seconds=seconds,
-            sent=sum(v[0] for v in traffic.values()),
+    _report(rank=kv.rank, num_workers=kv.num_workers, threshold=threshold,
+            seconds=seconds, sent=sum(v[0] for v in traffic.values()),
             received=sum(v[1] for v in traffic.values()), **report)

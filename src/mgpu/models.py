@@ -1,4 +1,4 @@
-"""The book's models: LeNet from scratch, LeNet in Gluon, and ResNet-18 for 28x28 images."""
+"""The book's models: LeNet from scratch, LeNet in Gluon, ResNet-18 for 28x28 images."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ __all__ = ["LENET_SHAPES", "LeNet", "gradient_shapes", "lenet_forward", "lenet_p
 nd = mx.nd
 nn = mx.gluon.nn
 
-#: Shapes of the from-scratch LeNet's parameters, in the order :func:`lenet_forward` uses them.
+#: Shapes of the from-scratch LeNet's parameters, in the order :func:`lenet_forward`
+#: uses them.
 LENET_SHAPES: list[tuple[int, ...]] = [
     (20, 1, 3, 3), (20,),        # conv 20@3x3
     (50, 20, 5, 5), (50,),       # conv 50@5x5
@@ -24,12 +25,12 @@ LENET_SHAPES: list[tuple[int, ...]] = [
 def lenet_params(seed: int = 0, scale: float | None = None) -> list[nd.NDArray]:
     """Fresh LeNet parameters on the CPU: weights ~ N(0, scale^2), biases zero.
 
-    By default ``scale`` is He's ``sqrt(2 / fan_in)`` per layer, which suits ReLU networks and lets
-    a few hundred SGD steps reach useful accuracy (a fixed small scale such as 0.01 leaves the
-    loss flat at ln 10 for a long time). The numbers come from NumPy with a fixed ``seed``, so
-    they depend neither on the device nor on the order in which MXNet's generators were used (all
-    CPU devices share one, each GPU has its own); copy them to each device with
-    :func:`mgpu.parallel.get_params`.
+    By default ``scale`` is He's ``sqrt(2 / fan_in)`` per layer, which suits ReLU
+    networks and lets a few hundred SGD steps reach useful accuracy (a fixed small scale
+    such as 0.01 leaves the loss flat at ln 10 for a long time). The numbers come from
+    NumPy with a fixed ``seed``, so they depend neither on the device nor on the order
+    in which MXNet's generators were used (all CPU devices share one, each GPU has its
+    own); copy them to each device with :func:`mgpu.parallel.get_params`.
 
     >>> [p.shape for p in lenet_params()][:2]
     [(20, 1, 3, 3), (20,)]
@@ -46,7 +47,8 @@ def lenet_params(seed: int = 0, scale: float | None = None) -> list[nd.NDArray]:
 
 
 def lenet_forward(X: nd.NDArray, params: list[nd.NDArray]) -> nd.NDArray:
-    """LeNet's forward pass written with raw operators; returns unnormalised scores (logits).
+    """LeNet's forward pass written with raw operators; returns unnormalised scores
+    (logits).
 
     >>> lenet_forward(nd.zeros((4, 1, 28, 28)), lenet_params()).shape
     (4, 10)
@@ -81,12 +83,14 @@ def LeNet() -> nn.HybridSequential:  # noqa: N802 - a constructor, named like a 
 def resnet18_28(num_classes: int = 10, width: int = 64) -> nn.HybridSequential:
     """ResNet-18 for small (28x28) images, built from the model zoo's residual blocks.
 
-    ImageNet's ResNet-18 starts with a 7x7 stride-2 convolution and a max-pooling that would shrink
-    a 28x28 image to 7x7 at once; here the stem is a single 3x3 convolution, followed by four
-    stages of two :class:`~mxnet.gluon.model_zoo.vision.resnet.BasicBlockV1` each (64, 128, 256 and
-    512 channels, the last three halving the resolution), global average pooling and a dense layer.
-    ``width`` scales the channel counts (64 is the standard network, 11.2 M parameters; the book's
-    CPU budget uses 16, which keeps the 18 layers and the structure at 1/16 of the work).
+    ImageNet's ResNet-18 starts with a 7x7 stride-2 convolution and a max-pooling that
+    would shrink a 28x28 image to 7x7 at once; here the stem is a single 3x3
+    convolution, followed by four stages of two
+    :class:`~mxnet.gluon.model_zoo.vision.resnet.BasicBlockV1` each (64, 128, 256 and
+    512 channels, the last three halving the resolution), global average pooling and a
+    dense layer. ``width`` scales the channel counts (64 is the standard network, 11.2 M
+    parameters; the book's CPU budget uses 16, which keeps the 18 layers and the
+    structure at 1/16 of the work).
 
     >>> net = resnet18_28(); net.initialize(); net(nd.zeros((2, 1, 28, 28))).shape
     (2, 10)
@@ -99,7 +103,8 @@ def resnet18_28(num_classes: int = 10, width: int = 64) -> nn.HybridSequential:
     net.add(nn.Conv2D(width, kernel_size=3, strides=1, padding=1, use_bias=False),
             nn.BatchNorm(), nn.Activation("relu"))
     in_channels = width
-    for channels, stride in [(width, 1), (2 * width, 2), (4 * width, 2), (8 * width, 2)]:
+    stages = [(width, 1), (2 * width, 2), (4 * width, 2), (8 * width, 2)]
+    for channels, stride in stages:
         net.add(BasicBlockV1(channels, stride, downsample=channels != in_channels,
                              in_channels=in_channels))
         net.add(BasicBlockV1(channels, 1, in_channels=channels))
@@ -108,10 +113,13 @@ def resnet18_28(num_classes: int = 10, width: int = 64) -> nn.HybridSequential:
     return net
 
 
-def gradient_shapes(net: nn.Block, input_shape: tuple[int, ...] = (1, 1, 28, 28)) -> list[tuple]:
-    """The shapes of the parameters of ``net`` that have a gradient: what training reduces.
+def gradient_shapes(net: nn.Block,
+                    input_shape: tuple[int, ...] = (1, 1, 28, 28)) -> list[tuple]:
+    """The shapes of the parameters of ``net`` that have a gradient: what training
+    reduces.
 
-    ``net`` is initialised on the CPU and run on zeros of ``input_shape`` first if needed.
+    ``net`` is initialised on the CPU and run on zeros of ``input_shape`` first if
+    needed.
 
     >>> shapes = gradient_shapes(resnet18_28())
     >>> len(shapes), sum(int(np.prod(s)) for s in shapes)

@@ -1,30 +1,33 @@
-"""``python -m mgpu.mxlaunch``: MXNet's own cluster launcher, made to work on Python 3.10+.
+"""``python -m mgpu.mxlaunch``: MXNet's own cluster launcher, working on Python 3.10+.
 
 The MXNet wheel ships ``mxnet/tools/launch.py``, which starts a parameter-server job (a
-scheduler, servers and workers) locally or on the hosts of a host file over ``ssh``, with the
-``dmlc_tracker`` package. As shipped it cannot run on the Python versions this book uses, and it
-has two more gaps; this command runs the wheel's own ``launch.py`` with four fixes:
+scheduler, servers and workers) locally or on the hosts of a host file over ``ssh``,
+with the ``dmlc_tracker`` package. As shipped it cannot run on the Python versions this
+book uses, and it has two more gaps; this command runs the wheel's own ``launch.py``
+with four fixes:
 
-1. ``dmlc_tracker`` calls ``threading.Thread.isAlive()``, which Python 3.9 removed (it is
-   ``is_alive()``): every launcher mode fails with ``AttributeError``. The method is put back.
-2. ``launch.py`` has no ``--host-ip`` option (``dmlc_tracker`` has one, but the argument is not
-   passed on), so the tracker guesses the scheduler's address from the route to a non-loopback
-   address. Here ``--host-ip`` is required: the scheduler listens on that address and every
-   process is told to reach it there. With ``--launcher local`` the servers and workers listen
-   on it too (``DMLC_NODE_HOST``); with ``ssh`` each host listens on its host-file address.
-3. When a process dies, ps-lite's other processes wait forever, and so does ``launch.py``. Here
-   the launcher watches every process it started: when one exits with an error it stops all of
-   them and exits with status 1, naming the process. ``--timeout`` (default 3600 s) ends a job
-   that hangs (exit status 124).
-4. ``ssh`` runs the remote commands with a terminal (``ssh -tt``): when the launcher stops an
-   ``ssh`` client, the remote terminal hangs up and the remote process gets ``SIGHUP``, instead
-   of waiting forever on a machine nobody watches. ``BatchMode=yes`` makes a missing key fail at
-   once instead of asking for a password.
+1. ``dmlc_tracker`` calls ``threading.Thread.isAlive()``, which Python 3.9 removed (it
+   is ``is_alive()``): every launcher mode fails with ``AttributeError``. The method is
+   put back.
+2. ``launch.py`` has no ``--host-ip`` option (``dmlc_tracker`` has one, but the argument
+   is not passed on), so the tracker guesses the scheduler's address from the route to a
+   non-loopback address. Here ``--host-ip`` is required: the scheduler listens on that
+   address and every process is told to reach it there. With ``--launcher local`` the
+   servers and workers listen on it too (``DMLC_NODE_HOST``); with ``ssh`` each host
+   listens on its host-file address.
+3. When a process dies, ps-lite's other processes wait forever, and so does
+   ``launch.py``. Here the launcher watches every process it started: when one exits
+   with an error it stops all of them and exits with status 1, naming the process.
+   ``--timeout`` (default 3600 s) ends a job that hangs (exit status 124).
+4. ``ssh`` runs the remote commands with a terminal (``ssh -tt``): when the launcher
+   stops an ``ssh`` client, the remote terminal hangs up and the remote process gets
+   ``SIGHUP``, instead of waiting forever on a machine nobody watches. ``BatchMode=yes``
+   makes a missing key fail at once instead of asking for a password.
 
 Usage (the options of ``launch.py`` follow the two of this command)::
 
-    python -m mgpu.mxlaunch --host-ip 127.0.0.1 [--timeout 600] -n 2 -s 1 --launcher local \\
-        python -m mgpu train_demo
+    python -m mgpu.mxlaunch --host-ip 127.0.0.1 [--timeout 600] \\
+        -n 2 -s 1 --launcher local python -m mgpu train_demo
 """
 
 from __future__ import annotations
@@ -47,7 +50,8 @@ _TERM_GRACE = 3.0
 
 
 def launch_py() -> Path:
-    """The path of ``tools/launch.py`` in the installed MXNet package (MXNet is not imported).
+    """The path of ``tools/launch.py`` in the installed MXNet package (MXNet is not
+    imported).
 
     >>> launch_py().name
     'launch.py'
@@ -58,12 +62,14 @@ def launch_py() -> Path:
                          f"({sys.executable}): pip install mxnet==1.9.1")
     path = Path(spec.submodule_search_locations[0]) / "tools" / "launch.py"
     if not path.is_file():
-        raise SystemExit(f"mxlaunch: {path} does not exist; this MXNet build has no launcher")
+        raise SystemExit(f"mxlaunch: {path} does not exist; this MXNet build has no "
+                         "launcher")
     return path
 
 
 class _Processes:
-    """Stands in for the ``subprocess`` module inside ``dmlc_tracker``: records every process."""
+    """Stands in for the ``subprocess`` module inside ``dmlc_tracker``: records every
+    process."""
 
     def __init__(self, ssh_tty: bool):
         self.ssh_tty = ssh_tty
@@ -83,7 +89,8 @@ class _Processes:
         if role is None:
             role = next((r for r in ("scheduler", "server", "worker")
                          if f"DMLC_ROLE={r}" in text), "process")
-        if text.startswith("ssh "):  # ssh -o StrictHostKeyChecking=no HOST -p PORT '...'
+        # ssh -o StrictHostKeyChecking=no HOST -p PORT '...'
+        if text.startswith("ssh "):
             words = text.split()
             host = words[3] if len(words) > 3 else "?"
             return f"{role} on {host} (through ssh)"
@@ -105,7 +112,8 @@ class _Processes:
         return self._run(cmd, **kwargs)
 
     def check_call(self, cmd, **kwargs) -> int:
-        # Failures are reported by the watcher in main(), not by a traceback in a thread.
+        # Failures are reported by the watcher in main(), not by a traceback in a
+        # thread.
         self._run(cmd, **kwargs)
         return 0
 
@@ -119,7 +127,8 @@ class _Processes:
 
     def all_done(self) -> bool:
         with self.lock:
-            return bool(self.started) and all(p.poll() is not None for _, p in self.started)
+            return bool(self.started) and all(p.poll() is not None
+                                              for _, p in self.started)
 
     def stop(self) -> None:
         """SIGTERM every process group, then SIGKILL what is left; reap them all."""
@@ -158,7 +167,8 @@ def _patch(host_ip: str, local: bool, procs: _Processes) -> None:
         module.subprocess = procs
 
     class Scheduler(tracker.PSTracker):
-        """``PSTracker`` whose port is picked on ``host_ip`` only (not on every interface)."""
+        """``PSTracker`` whose port is picked on ``host_ip`` only (not on every
+        interface)."""
 
         def __init__(self, hostIP, cmd, port=None, port_end=None, envs=None):
             self.cmd = cmd
@@ -166,8 +176,8 @@ def _patch(host_ip: str, local: bool, procs: _Processes) -> None:
                 return
             self.hostIP = hostIP
             self.port = _free_port(hostIP)
-            env = {**os.environ, "DMLC_ROLE": "scheduler", "DMLC_PS_ROOT_URI": str(hostIP),
-                   "DMLC_PS_ROOT_PORT": str(self.port),
+            env = {**os.environ, "DMLC_ROLE": "scheduler",
+                   "DMLC_PS_ROOT_URI": str(hostIP), "DMLC_PS_ROOT_PORT": str(self.port),
                    **{k: str(v) for k, v in (envs or {}).items()}}
             logging.info("mxlaunch: scheduler on %s:%d", hostIP, self.port)
             self.thread = threading.Thread(
@@ -178,11 +188,13 @@ def _patch(host_ip: str, local: bool, procs: _Processes) -> None:
     tracker.PSTracker = Scheduler
     if local:
         os.environ["DMLC_NODE_HOST"] = host_ip
-    # dmlc_tracker's local threads raise on a failed process (with its whole environment in the
-    # message): main() reports that failure itself, so print only other errors, in one line.
+    # dmlc_tracker's local threads raise on a failed process (with its whole environment
+    # in the message): main() reports that failure itself, so print only other errors,
+    # in one line.
     def excepthook(args) -> None:
         if not str(args.exc_value).startswith("Get nonzero return code"):
-            print(f"mxlaunch: {args.exc_type.__name__}: {args.exc_value}", file=sys.stderr)
+            print(f"mxlaunch: {args.exc_type.__name__}: {args.exc_value}",
+                  file=sys.stderr)
 
     threading.excepthook = excepthook
 
@@ -200,20 +212,22 @@ def _options(argv: list[str]) -> tuple[str, float, list[str]]:
     if host_ip is None:
         raise SystemExit(
             "usage: python -m mgpu.mxlaunch --host-ip ADDRESS [--timeout SECONDS] "
-            "LAUNCH.PY-OPTIONS COMMAND...\n--host-ip is required: the address of this machine "
-            "that every host of the job can reach (the scheduler listens there); "
-            "127.0.0.1 for a job on this machine only")
+            "LAUNCH.PY-OPTIONS COMMAND...\n--host-ip is required: the address of this "
+            "machine that every host of the job can reach (the scheduler listens "
+            "there); 127.0.0.1 for a job on this machine only")
     return host_ip, timeout, rest
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run MXNet's ``launch.py`` with the fixes above; return the exit status."""
     host_ip, timeout, rest = _options(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s", level=logging.INFO)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s",
+                        level=logging.INFO)
     spec = importlib.util.spec_from_file_location("mxnet_tools_launch", launch_py())
     launch = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(launch)  # defines main(); its __main__ block does not run
-    local = "local" in rest[rest.index("--launcher") + 1:][:1] if "--launcher" in rest else False
+    local = ("--launcher" in rest
+             and "local" in rest[rest.index("--launcher") + 1:][:1])
     procs = _Processes(ssh_tty=not local)
     _patch(host_ip, local, procs)
     outcome: list[BaseException | None] = []
@@ -236,9 +250,10 @@ def main(argv: list[str] | None = None) -> int:
                 label, code = failed
                 how = (f"was killed by signal {-code}" if code < 0 else
                        f"exited with code {code}")
-                print(f"mxlaunch: the {label} {how} after {time.monotonic() - start:.1f} s; the "
-                      "other processes would wait for it forever, so the job was stopped",
-                      file=sys.stderr, flush=True)
+                print(f"mxlaunch: the {label} {how} after "
+                      f"{time.monotonic() - start:.1f} s; the other processes would "
+                      "wait for it forever, so the job was stopped", file=sys.stderr,
+                      flush=True)
                 procs.stop()
                 return 1
             if outcome and outcome[0] is not None:

@@ -1,10 +1,10 @@
 """Moving data to the devices, written from scratch: batches and parameters.
 
-These are two of the functions the from-scratch chapter teaches: splitting a minibatch across
-devices (:func:`split_and_load`, with :func:`split_sizes`) and giving every device its own copy
-of the parameters (:func:`get_params`). The third, summing gradients across devices, is in
-:mod:`mgpu.allreduce`. MXNet has its own versions (``gluon.utils.split_and_load`` and the
-KVStore); the book compares them.
+These are two of the functions the from-scratch chapter teaches: splitting a minibatch
+across devices (:func:`split_and_load`, with :func:`split_sizes`) and giving every
+device its own copy of the parameters (:func:`get_params`). The third, summing gradients
+across devices, is in :mod:`mgpu.allreduce`. MXNet has its own versions
+(``gluon.utils.split_and_load`` and the KVStore); the book compares them.
 """
 
 from __future__ import annotations
@@ -30,10 +30,11 @@ def split_sizes(
 ) -> list[int]:
     """How many of ``n`` examples each of ``k`` devices gets.
 
-    Without ``weights`` the split is even; a remainder is an error when ``even_split`` is true and
-    is otherwise spread one example at a time over the first devices. With ``weights`` (one
-    positive number per device, e.g. its measured speed) the sizes are proportional to the weights,
-    rounded by largest remainder, and every device still gets at least one example.
+    Without ``weights`` the split is even; a remainder is an error when ``even_split``
+    is true and is otherwise spread one example at a time over the first devices. With
+    ``weights`` (one positive number per device, e.g. its measured speed) the sizes are
+    proportional to the weights, rounded by largest remainder, and every device still
+    gets at least one example.
 
     >>> split_sizes(256, 2)
     [128, 128]
@@ -44,22 +45,25 @@ def split_sizes(
     >>> split_sizes(10, 3)
     Traceback (most recent call last):
     ...
-    mgpu.parallel.SplitError: a batch of 10 examples does not split evenly over 3 devices ...
+    mgpu.parallel.SplitError: a batch of 10 examples does not split evenly over 3 ...
     """
     if k < 1:
         raise SplitError("no devices given: pass a non-empty list of devices")
     if n < k:
         raise SplitError(
-            f"a batch of {n} examples cannot be split over {k} devices: every device needs at "
-            f"least one example; use a batch of at least {k} examples or fewer devices"
+            f"a batch of {n} examples cannot be split over {k} devices: every device "
+            f"needs at least one example; use a batch of at least {k} examples or "
+            "fewer devices"
         )
     if weights is not None:
         w = np.asarray(weights, dtype=float)
         if w.shape != (k,):
-            raise SplitError(f"got {w.size} weights for {k} devices; give one weight per device")
+            raise SplitError(f"got {w.size} weights for {k} devices; give one weight "
+                             "per device")
         if not np.all(np.isfinite(w)) or np.any(w <= 0):
-            raise SplitError(f"weights must be positive finite numbers, got {list(weights)}")
-        # Proportional shares, rounded by largest remainder; then no device is left empty.
+            raise SplitError("weights must be positive finite numbers, got "
+                             f"{list(weights)}")
+        # Proportional shares, rounded by largest remainder; then no device left empty.
         share = n * w / w.sum()
         sizes = np.floor(share).astype(int)
         order = np.argsort(-(share - sizes), kind="stable")
@@ -85,7 +89,7 @@ def _load_one(data, sizes: list[int], devices: Sequence[mx.Context]) -> list[NDA
         piece = data[start : start + size]
         if isinstance(piece, NDArray):
             parts.append(piece.as_in_context(dev))
-        else:  # numpy: copy each slice straight to its device, never the whole batch first
+        else:  # numpy: each slice straight to its device, never the whole batch first
             parts.append(mx.nd.array(piece, ctx=dev, dtype=piece.dtype))
         start += size
     return parts
@@ -99,10 +103,10 @@ def split_and_load(
 ):
     """Split ``data`` along axis 0 and copy slice ``i`` to ``devices[i]``.
 
-    ``data`` is a NumPy array or an NDArray, or a tuple of them with the same number of examples
-    (a batch with several inputs, e.g. images and labels): then each is split with the same
-    sizes and a tuple of lists is returned. See :func:`split_sizes` for ``even_split`` and
-    ``weights``.
+    ``data`` is a NumPy array or an NDArray, or a tuple of them with the same number of
+    examples (a batch with several inputs, e.g. images and labels): then each is split
+    with the same sizes and a tuple of lists is returned. See :func:`split_sizes` for
+    ``even_split`` and ``weights``.
 
     >>> X = np.arange(12).reshape(6, 2)
     >>> parts = split_and_load(X, [mx.cpu(0), mx.cpu(1)])
@@ -119,8 +123,8 @@ def split_and_load(
         lengths = [_num_examples(d) for d in data]
         if len(set(lengths)) != 1:
             raise SplitError(
-                f"the inputs of one batch have different numbers of examples {lengths}; "
-                "every input must have the same size along axis 0"
+                "the inputs of one batch have different numbers of examples "
+                f"{lengths}; every input must have the same size along axis 0"
             )
         sizes = split_sizes(lengths[0], len(devices), even_split, weights)
         return tuple(_load_one(d, sizes, devices) for d in data)
@@ -132,10 +136,12 @@ def _num_examples(data) -> int:
     shape = getattr(data, "shape", None)
     if shape is None:
         raise SplitError(
-            f"split_and_load needs a NumPy array or an NDArray, got {type(data).__name__}"
+            "split_and_load needs a NumPy array or an NDArray, got "
+            f"{type(data).__name__}"
         )
     if len(shape) == 0:
-        raise SplitError("cannot split a 0-d array: the batch needs an axis 0 of examples")
+        raise SplitError("cannot split a 0-d array: the batch needs an axis 0 of "
+                         "examples")
     return int(shape[0])
 
 

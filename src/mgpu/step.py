@@ -1,10 +1,11 @@
-"""One data-parallel training step: split, forward and backward on every device, sum, update.
+"""One data-parallel step: split, forward and backward on every device, sum, update.
 
-:func:`forward_backward` is the part every kind of model shares. :func:`scratch_step` and
-:func:`gluon_step` build a step for a from-scratch model (a function ``net(X, params)`` and one
-parameter list per device) or for a Gluon block with a :class:`gluon.Trainer`. Both return a
-function ``step(X, y) -> (losses, outputs, labels)``, one entry per device, that queues the
-work and returns at once: the caller decides when to wait for the devices.
+:func:`forward_backward` is the part every kind of model shares. :func:`scratch_step`
+and :func:`gluon_step` build a step for a from-scratch model (a function
+``net(X, params)`` and one parameter list per device) or for a Gluon block with a
+:class:`gluon.Trainer`. Both return a function
+``step(X, y) -> (losses, outputs, labels)``, one entry per device, that queues the work
+and returns at once: the caller decides when to wait for the devices.
 """
 
 from __future__ import annotations
@@ -39,28 +40,33 @@ def forward_backward(
     weights: Sequence[float] | None = None,
     device_params: Sequence[Sequence[nd.NDArray]] | None = None,
 ) -> StepResult:
-    """Split ``(X, y)`` over ``devices``, then run the forward and backward pass on each one.
+    """Split ``(X, y)`` over ``devices``, then run the forward and backward pass on each
+    one.
 
-    MXNet queues the work of every device and runs the devices in parallel. For a from-scratch
-    model pass ``device_params`` (one parameter list per device): device ``i`` then computes
-    ``net(X_i, device_params[i])``; a Gluon block holds a copy of its parameters on each device
-    and is called as ``net(X_i)``. Afterwards every device holds the gradient of its own shard.
+    MXNet queues the work of every device and runs the devices in parallel. For a
+    from-scratch model pass ``device_params`` (one parameter list per device): device
+    ``i`` then computes ``net(X_i, device_params[i])``; a Gluon block holds a copy of
+    its parameters on each device and is called as ``net(X_i)``. Afterwards every device
+    holds the gradient of its own shard.
 
     >>> from mgpu import get_params, lenet_forward, lenet_params
     >>> devs = [mx.cpu(0), mx.cpu(1)]
     >>> params = [get_params(lenet_params(), d) for d in devs]
     >>> X, y = np.random.rand(8, 1, 28, 28).astype("float32"), np.arange(8) % 10
     >>> losses, outputs, labels = forward_backward(
-    ...     lenet_forward, X, y, devs, gluon.loss.SoftmaxCrossEntropyLoss(), device_params=params)
+    ...     lenet_forward, X, y, devs, gluon.loss.SoftmaxCrossEntropyLoss(),
+    ...     device_params=params)
     >>> [lo.shape for lo in losses], params[1][0].grad.context
     ([(4,), (4,)], cpu(1))
     """
-    X_shards, y_shards = split_and_load((X, y), devices, even_split=False, weights=weights)
+    X_shards, y_shards = split_and_load((X, y), devices, even_split=False,
+                                        weights=weights)
     with autograd.record():
         if device_params is None:
             outputs = [net(Xs) for Xs in X_shards]
         else:
-            outputs = [net(Xs, W) for Xs, W in zip(X_shards, device_params, strict=True)]
+            outputs = [net(Xs, W)
+                       for Xs, W in zip(X_shards, device_params, strict=True)]
         losses = [loss(out, ys) for out, ys in zip(outputs, y_shards)]
     for lo in losses:
         lo.backward()
@@ -91,9 +97,10 @@ def scratch_step(
     """A data-parallel SGD step for a from-scratch model ``net(X, params)``.
 
     1. split the minibatch over the devices, 2. forward and backward on every device,
-    3. allreduce each parameter's gradient so every device holds the sum, 4. the same SGD update
-    on every device, which keeps all copies identical. With ``allreduce=False`` step 3 is left
-    out and every device trains on its own shard alone.
+    3. allreduce each parameter's gradient so every device holds the sum, 4. the same
+    SGD update on every device, which keeps all copies identical. With
+    ``allreduce=False`` step 3 is left out and every device trains on its own shard
+    alone.
 
     >>> from mgpu import get_params, lenet_forward, lenet_params
     >>> devs = [mx.cpu(0), mx.cpu(1)]
@@ -103,7 +110,8 @@ def scratch_step(
     >>> losses, outputs, labels = step(X, y)
     >>> [lo.context for lo in losses], outputs[1].shape
     ([cpu(0), cpu(1)], (4, 10))
-    >>> all((params[0][i] == params[1][i].copyto(mx.cpu(0))).min() == 1 for i in range(8))
+    >>> all((params[0][i] == params[1][i].copyto(mx.cpu(0))).min() == 1
+    ...     for i in range(8))
     True
     """
     loss = loss or gluon.loss.SoftmaxCrossEntropyLoss()
@@ -135,10 +143,10 @@ def gluon_step(
     """The same step for a Gluon block, whose :class:`gluon.Trainer` applies the update.
 
     With ``allreduce=True`` the book's :class:`~mgpu.allreduce.FusedAllreduce` sums the
-    gradients and ``trainer.update`` applies them (the Trainer must have no KVStore). With
-    ``allreduce=False``, ``trainer.step`` does both, through the Trainer's KVStore if it has one.
-    The update divides by ``len(y) * batch_scale``: under a distributed KVStore each worker
-    sees ``1/batch_scale`` of the global batch.
+    gradients and ``trainer.update`` applies them (the Trainer must have no KVStore).
+    With ``allreduce=False``, ``trainer.step`` does both, through the Trainer's KVStore
+    if it has one. The update divides by ``len(y) * batch_scale``: under a distributed
+    KVStore each worker sees ``1/batch_scale`` of the global batch.
 
     >>> devs = [mx.cpu(0), mx.cpu(1)]
     >>> net = mx.gluon.nn.Dense(10); net.initialize(ctx=devs)
@@ -150,7 +158,8 @@ def gluon_step(
     [(3, 10), (3, 10)]
     """
     loss = loss or gluon.loss.SoftmaxCrossEntropyLoss()
-    reduce: list[FusedAllreduce] = []  # made at the first step: the gradients exist only then
+    # Made at the first step: the gradients exist only then.
+    reduce: list[FusedAllreduce] = []
 
     def step(X: np.ndarray, y: np.ndarray) -> StepResult:
         losses, outputs, labels = forward_backward(net, X, y, devices, loss, weights)
@@ -169,13 +178,15 @@ def gluon_step(
 
 
 def average_running_statistics(net: gluon.Block) -> int:
-    """Average BatchNorm's running means and variances across devices, in place; return how many.
+    """Average BatchNorm's running means and variances across devices, in place; return
+    how many.
 
-    They have no gradient, so neither an allreduce of the gradients nor a KVStore touches them:
-    each device's copy follows the statistics of its own shards, and the copies drift apart.
-    Evaluating then scores each device's slice of the test batch with different statistics.
-    Averaging them (with :func:`~mgpu.allreduce.allreduce_many`, then dividing by the number of
-    devices) makes every copy of the model identical again.
+    They have no gradient, so neither an allreduce of the gradients nor a KVStore
+    touches them: each device's copy follows the statistics of its own shards, and the
+    copies drift apart. Evaluating then scores each device's slice of the test batch
+    with different statistics. Averaging them (with
+    :func:`~mgpu.allreduce.allreduce_many`, then dividing by the number of devices)
+    makes every copy of the model identical again.
 
     >>> devs = [mx.cpu(0), mx.cpu(1)]
     >>> bn = mx.gluon.nn.BatchNorm(in_channels=3); bn.initialize(ctx=devs)

@@ -1,5 +1,5 @@
-"""Timing asynchronous MXNet work honestly: a timer that waits, step and device speeds, and the
-engine's own timeline of which operator ran when, on which device's queue."""
+"""Timing asynchronous MXNet work honestly: a timer that waits, step and device speeds,
+and the engine's own timeline of which operator ran when, on which device's queue."""
 
 from __future__ import annotations
 
@@ -19,12 +19,14 @@ __all__ = ["Benchmark", "EngineEvent", "device_speeds", "engine_timeline", "step
 
 
 class Benchmark:
-    """Time a block of MXNet work, waiting for the engine to finish it before stopping the clock.
+    """Time a block of MXNet work, waiting for the engine to finish it before stopping
+    the clock.
 
     MXNet returns from an operator call as soon as the work is *queued*; without a
-    synchronisation point a timer measures only how fast Python pushed the work. ``Benchmark``
-    calls :func:`mx.nd.waitall` before starting and before stopping (pass ``sync=False`` to
-    measure the push alone). The elapsed seconds are in ``.seconds`` afterwards.
+    synchronisation point a timer measures only how fast Python pushed the work.
+    ``Benchmark`` calls :func:`mx.nd.waitall` before starting and before stopping (pass
+    ``sync=False`` to measure the push alone). The elapsed seconds are in ``.seconds``
+    afterwards.
 
     >>> with Benchmark("ten sums", verbose=False) as b:
     ...     x = sum(mx.nd.ones((100, 100)) for _ in range(10))
@@ -32,7 +34,8 @@ class Benchmark:
     True
     """
 
-    def __init__(self, description: str = "done", sync: bool = True, verbose: bool = True):
+    def __init__(self, description: str = "done", sync: bool = True,
+                 verbose: bool = True):
         self.description, self.sync, self.verbose = description, sync, verbose
         self.seconds = float("nan")
 
@@ -58,10 +61,12 @@ def step_time(
     extra_work: Callable[[mx.Context], object] | None = None,
     repeats: int = 5,
 ) -> float:
-    """Median seconds of one forward and backward pass of ``(X, y)`` split over ``devices``.
+    """Median seconds of one forward and backward pass of ``(X, y)`` split over
+    ``devices``.
 
-    ``net`` must already be initialised on ``devices``. ``extra_work(device)`` is called for every
-    device in every step (e.g. a :class:`mgpu.hetero.CoTenant`). One untimed step warms up first.
+    ``net`` must already be initialised on ``devices``. ``extra_work(device)`` is called
+    for every device in every step (e.g. a :class:`mgpu.hetero.CoTenant`). One untimed
+    step warms up first.
 
     >>> net = mx.gluon.nn.Dense(3); net.initialize(ctx=[mx.cpu(0), mx.cpu(1)])
     >>> X, y = np.ones((8, 4), np.float32), np.zeros(8, np.float32)
@@ -99,26 +104,30 @@ def device_speeds(
     >>> len(device_speeds(net, [mx.cpu(0), mx.cpu(1)], X, y, repeats=2))
     2
     """
-    return [len(y) / step_time(net, [d], X, y, None, extra_work, repeats) for d in devices]
+    return [len(y) / step_time(net, [d], X, y, None, extra_work, repeats)
+            for d in devices]
 
 
 @dataclass(frozen=True)
 class EngineEvent:
-    """One operator as MXNet's profiler saw it: on which device's queue it ran, and when."""
+    """One operator as MXNet's profiler saw it: on which device's queue it ran, when."""
 
     name: str  #: the operator, e.g. ``"dot"`` or ``"CopyCPU2CPU"``
-    device: int  #: the device id, recorded by the profiler as its process id (``cpu(1)`` -> 1)
+    #: the device id, recorded by the profiler as its process id (``cpu(1)`` -> 1)
+    device: int
     thread: int  #: the engine worker thread that ran it
     start_ms: float  #: milliseconds after the first event
     end_ms: float
 
 
 def engine_timeline(work: Callable[[], object]) -> list[EngineEvent]:
-    """Run ``work()`` under MXNet's profiler and return every operator it ran, in start order.
+    """Run ``work()`` under MXNet's profiler and return every operator it ran, in start
+    order.
 
-    The profiler records each operator with the device whose engine queue ran it, so a timeline
-    shows what ran in parallel and where copies ran. MXNet's profiler can be configured only once
-    per process, so a second call raises a ``RuntimeError`` that says so.
+    The profiler records each operator with the device whose engine queue ran it, so a
+    timeline shows what ran in parallel and where copies ran. MXNet's profiler can be
+    configured only once per process, so a second call raises a ``RuntimeError`` that
+    says so.
 
     >>> a = [mx.nd.ones((64, 64), ctx=mx.cpu(i)) for i in range(2)]
     >>> events = engine_timeline(lambda: [mx.nd.dot(x, x) for x in a])
@@ -133,9 +142,10 @@ def engine_timeline(work: Callable[[], object]) -> list[EngineEvent]:
                                    filename=str(path))
         except mx.base.MXNetError:
             raise RuntimeError(
-                "engine_timeline runs once per process: MXNet 1.9's profiler cannot be "
-                "configured again after it wrote its trace; take the second timeline in a fresh "
-                "process (another kernel, or mgpu.train_fresh for training)") from None
+                "engine_timeline runs once per process: MXNet 1.9's profiler cannot "
+                "be configured again after it wrote its trace; take the second "
+                "timeline in a fresh process (another kernel, or mgpu.train_fresh for "
+                "training)") from None
         mx.profiler.set_state("run")
         try:
             work()
