@@ -7,6 +7,7 @@ and the offline MathJax in ``_ext/mgpu_mathjax.py``.
 
 from __future__ import annotations
 
+import os
 import sys
 from importlib.metadata import version as _version
 from pathlib import Path
@@ -81,16 +82,34 @@ html_context = {"default_mode": "light"}
 templates_path = ["_templates"]
 html_static_path = ["_static"]
 html_css_files = ["mgpu.css"]
+# Tooltips that do not stick on touch screens, a language switch that keeps the section, and
+# tables that show that they scroll sideways (_static/mgpu.js).
+html_js_files = [("mgpu.js", {"defer": "defer"})]
 html_sourcelink_suffix = ""  # serve .ipynb/.md downloads as themselves, not as .txt
 html_theme_options = {
     "use_download_button": True,
     "use_fullscreen_button": False,
     "show_toc_level": 2,
     "home_page_in_toc": True,
-    "article_header_end": ["lang-switch.html", "article-header-buttons.html"],
+    "article_header_end": ["lang-switch.html", "source-menu.html", "article-header-buttons.html"],
     "search_bar_text": "Search this book...",
 }
 html_last_updated_fmt = ""
+
+# The book carries its source: _downloads/mgpu-source.tar.gz (the repository's files) and
+# _downloads/README.html in each edition, linked from every page's header (the "Source" menu).
+mgpu_source_root = ".."
+# Where the site is published from a public repository (the GitHub Pages workflow sets
+# MGPU_REPOSITORY_URL to it), the header also links to it: the menu, and the theme's button.
+mgpu_repository_url = os.environ.get("MGPU_REPOSITORY_URL", "").strip().rstrip("/")
+if mgpu_repository_url:
+    html_theme_options.update({
+        "repository_url": mgpu_repository_url,
+        "use_repository_button": True,
+        # The theme guesses the host from the address and fails the build on an unknown one.
+        "repository_provider": next((p for p in ("gitlab", "bitbucket")
+                                     if p in mgpu_repository_url.lower()), "github"),
+    })
 copybutton_prompt_text = r">>> |\.\.\. "
 copybutton_prompt_is_regexp = True
 # Code gets a copy button, cell outputs do not (MyST-NB wraps them in div.output).
@@ -101,12 +120,18 @@ locale_dirs = ["locales/"]
 gettext_compact = False
 gettext_uuid = False
 
+# The Chinese search finds every term of the glossary: _ext/mgpu_book.py writes jieba's user
+# dictionary of the Chinese column of glossary.md's table to html_search_options["dict"] (under
+# _build, not committed), and makes the terms index terms and words of the query.
+mgpu_search_glossary = "glossary.md"
+
 # The Chinese edition: its own title, and a search index of Chinese words (jieba splits them).
 mgpu_per_language = {
     "zh": {
         "project": "mgpu：用 MXNet 进行数据并行训练",
         "html_title": "mgpu：用 MXNet 进行数据并行训练",
         "html_search_language": "zh",
+        "html_search_options": {"dict": str(DOCS / "_build" / "jieba-glossary.txt")},
         # The footer: sphinx-book-theme's "By {author}" and pydata's "© Copyright {copyright}".
         "author": "mgpu 项目组",
         "copyright": "2026，mgpu 项目组",

@@ -404,13 +404,45 @@ def _write_zip(app: Sphinx, exception: Exception | None) -> None:
 
 
 def _zip_readme(language: str) -> str:
+    """The zip's README.md: how to run the notebooks, command by command. The package they import
+    is in the book's source archive (``_downloads/mgpu-source.tar.gz`` of each edition, the
+    "Source" menu of every page; see ``_ext/mgpu_book.py``)."""
+    folder = f"mgpu-notebooks-{language}"
+    lines = [
+        ("tar xzf mgpu-source.tar.gz", "# -> mgpu/"),
+        (f"unzip {zip_name(language)}", f"# -> {folder}/"),
+        ("python3.11 -m venv venv", ""),
+        (". venv/bin/activate", ""),
+        ("cd mgpu", ""),
+        ("pip install -e '.[cpu,plot]' jupyter", ""),
+        (f"cd ../{folder}/{NOTEBOOK_DIR}", ""),
+        ("jupyter lab", ""),
+    ]
+    commands = "```bash\n" + "".join(
+        f"{command:<40}{comment}".rstrip() + "\n" for command, comment in lines) + "```\n"
     if language.startswith("zh"):
-        return ("# mgpu 的笔记本\n\n在 `notebooks/` 目录中用 Jupyter 打开它们。"
-                "它们需要 Python 3.11 和软件包 `mgpu`"
-                "（`pip install -e '.[cpu,plot]' jupyter`，在本书的代码仓库中）。\n")
-    return ("# The notebooks of mgpu\n\nOpen them in Jupyter from `notebooks/`. They need Python "
-            "3.11 and the package `mgpu` (`pip install -e '.[cpu,plot]' jupyter` in the book's "
-            "repository).\n")
+        return (
+            "# mgpu 的 Jupyter 笔记本\n\n"
+            "本书的每一章都是这里的一个笔记本（`notebooks/`）。运行它们需要 Python 3.11 和软件包 "
+            "`mgpu`，它在本书的源代码压缩包 `mgpu-source.tar.gz` 里：在本书任一页面顶部的"
+            "“源代码”菜单中下载（它在网站上与本压缩包位于同一目录 `_downloads/`）。"
+            "把两个文件放在同一目录中，然后运行：\n\n"
+            + commands +
+            "\n有 NVIDIA GPU 的机器上，把 `'.[cpu,plot]'` 换成 `'.[gpu,plot]'`。"
+            "Fashion-MNIST 数据集在第一次使用时由 MXNet 下载（或者用环境变量 `MGPU_DATA_DIR` "
+            "指向已有的数据文件，见源代码中的 `README.md`）。\n"
+        )
+    return (
+        "# The notebooks of mgpu\n\n"
+        "Each chapter of the book is a notebook here (`notebooks/`). They need Python 3.11 and "
+        "the package `mgpu`, which is in the book's source archive, `mgpu-source.tar.gz`: "
+        "download it from the \"Source\" menu at the top of any page of the book (on the site "
+        "it sits beside this zip, in `_downloads/`). With both files in one folder, run:\n\n"
+        + commands +
+        "\nOn a machine with NVIDIA GPUs, use `'.[gpu,plot]'` instead of `'.[cpu,plot]'`. "
+        "MXNet downloads Fashion-MNIST the first time it is needed (or set `MGPU_DATA_DIR` to a "
+        "folder that holds its files; see `README.md` in the source).\n"
+    )
 
 
 def _digest_of_this_file() -> str:

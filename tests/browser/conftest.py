@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-SITE = Path(__file__).parents[2] / "docs" / "_build" / "html"
+# The published site (`nox -s docs`); MGPU_SITE tests another copy of it.
+SITE = Path(os.environ.get("MGPU_SITE") or Path(__file__).parents[2] / "docs" / "_build" / "html")
 CHROMIUM = os.environ.get("MGPU_CHROMIUM", "/usr/bin/chromium")
 
 
-sys.path.insert(0, str(SITE.parents[1]))  # docs/: serve.py, the server of `nox -s docs -- --open`
+# docs/serve.py, the server of `nox -s docs -- --open`
+sys.path.insert(0, str(Path(__file__).parents[2] / "docs"))
 from serve import BookHandler  # noqa: E402
 
 
@@ -54,10 +56,20 @@ def browser():
         b.close()
 
 
-@pytest.fixture
-def page(browser):
-    """A fresh page that records console errors and every request to another host."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+# The two windows a reader uses: a laptop's, and a phone's (touch, no hover, as Chromium's
+# device emulation reports it to CSS and scripts).
+DESKTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
+SIZES = {"desktop": DESKTOP, "phone": PHONE}
+
+
+def _new_page(browser, viewport, phone=False):
+    """A page in a fresh context that records console errors and every request to another
+    host (``pg.console_errors``, ``pg.foreign_requests``)."""
+    options = {"viewport": viewport, "accept_downloads": True}
+    if phone:
+        options.update(is_mobile=True, has_touch=True, device_scale_factor=3)
+    context = browser.new_context(**options)
     pg = context.new_page()
     pg.console_errors = []
     pg.foreign_requests = []
@@ -72,5 +84,32 @@ def page(browser):
     pg.on("request", _check_host)
     pg.on("response", lambda r: r.status >= 400
           and pg.console_errors.append(f"HTTP {r.status} for {r.url}"))
+    return context, pg
+
+
+@pytest.fixture
+def page(browser):
+    """A desktop page (1280x900)."""
+    context, pg = _new_page(browser, {"width": 1280, "height": 900})
+    yield pg
+    context.close()
+
+
+@pytest.fixture(params=sorted(SIZES))
+def reader(browser, request):
+    """A page at each of the reader's window sizes: ``reader.size`` is "desktop" (1366x900)
+    or "phone" (390x844, touch)."""
+    phone = request.param == "phone"
+    context, pg = _new_page(browser, SIZES[request.param], phone=phone)
+    pg.size = request.param
+    yield pg
+    context.close()
+
+
+@pytest.fixture
+def desktop(browser):
+    """A page at 1366x900."""
+    context, pg = _new_page(browser, DESKTOP)
+    pg.size = "desktop"
     yield pg
     context.close()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html.parser
 import json
+import os
 import re
 import subprocess
 import sys
@@ -17,13 +18,15 @@ import pytest
 
 pytestmark = pytest.mark.site  # deselected by default; `nox -s site` runs -m site
 
-SITE = Path(__file__).parents[2] / "docs" / "_build" / "html"
+# The published site (`nox -s docs`); MGPU_SITE checks another copy of it.
+SITE = Path(os.environ.get("MGPU_SITE") or Path(__file__).parents[2] / "docs" / "_build" / "html")
 LANGS = ("en", "zh_CN")
 # Both editions together (issue 18's target).
 MAX_SITE_BYTES = 15 * 10**6
 # Notebooks executed from the zip: short chapters, and those that read files by relative path.
 RUN_FROM_ZIP = ("status", "performance", "maintainers")
 CJK = re.compile(r"[\u4e00-\u9fff]")
+CJK_TERM = re.compile(r"[\u4e00-\u9fff]+")
 MYST_SYNTAX = re.compile(r"(```\{|:::\{|\{[a-z][a-z0-9:-]*\}`)")
 
 
@@ -250,3 +253,110 @@ def test_notebooks_run_from_the_zip(tmp_path, name):
     errors = [o for c in executed["cells"] for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors, errors
+
+
+# --- the Chinese search, the source, the figures ----------------------------------------------
+def _glossary_terms_zh() -> list[str]:
+    """The Chinese column of docs/glossary.md's table; each run of Chinese characters is a term
+    (延后执行（惰性求值） gives two)."""
+    docs = Path(__file__).parents[2] / "docs"
+    rows = [line for line in (docs / "glossary.md").read_text("utf-8").splitlines()
+            if line.startswith("|")]
+    column = [c.strip() for c in rows[0].strip("|").split("|")].index("Chinese")
+    terms: list[str] = []
+    for row in rows[2:]:
+        terms += [t for t in CJK_TERM.findall(row.strip("|").split("|")[column])
+                  if t not in terms]
+    return terms
+
+
+def _search_index(lang: str) -> dict:
+    text = (SITE / lang / "searchindex.js").read_text("utf-8")
+    return json.loads(text[text.index("(") + 1: text.rindex(")")])
+
+
+def test_the_chinese_search_index_has_every_glossary_term():
+    """Each Chinese term of the glossary is a term of the Chinese search index, on the glossary
+    page at least (Sphinx's jieba split 参数服务器, 学习率, 数据并行 into smaller words, and the
+    search, which looks a Chinese query up whole, found nothing)."""
+    index = _search_index("zh_CN")
+    glossary = index["docnames"].index("glossary")
+    terms = _glossary_terms_zh()
+    assert len(terms) >= 40 and "全归约" in terms, terms
+    missing, elsewhere = [], []
+    for term in terms:
+        docs = _as_list(index["terms"].get(term)) + _as_list(index["titleterms"].get(term))
+        if not docs:
+            missing.append(term)
+        elif glossary not in docs:
+            elsewhere.append(term)
+    assert not missing, f"glossary terms that are not terms of the Chinese index: {missing}"
+    assert not elsewhere, f"terms not indexed on the glossary page: {elsewhere}"
+
+
+def _as_list(value) -> list:
+    return [] if value is None else value if isinstance(value, list) else [value]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_page_links_to_the_source(pages, lang):
+    """The header of every page links to the source archive (a tar of the repository's files,
+    the package and the book's sources among them) and to the README page."""
+    import tarfile
+
+    archive = SITE / lang / "_downloads" / "mgpu-source.tar.gz"
+    readme = SITE / lang / "_downloads" / "README.html"
+    for page, parsed in pages.items():
+        if page.parent != SITE / lang:  # the pages, not _downloads/README.html itself
+            continue
+        targets = {(page.parent / unquote(urlsplit(link).path)).resolve()
+                   for link in parsed.links if not urlsplit(link).scheme}
+        assert archive in targets and readme in targets, page
+    with tarfile.open(archive, "r:gz") as tar:
+        names = set(tar.getnames())
+    assert {"mgpu/pyproject.toml", "mgpu/README.md", "mgpu/src/mgpu/__init__.py",
+            "mgpu/docs/conf.py", "mgpu/noxfile.py"} <= names
+    assert not [n for n in names if "/_build/" in n or "/.nox/" in n or n.endswith(".pyc")]
+    assert "nox -s docs" in readme.read_text("utf-8")
+
+
+class _FigureImages(html.parser.HTMLParser):
+    """``(src, href of the enclosing link or None)`` of every image inside a <figure>."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.figures = 0
+        self.links: list[str | None] = []
+        self.found: list[tuple[str, str | None]] = []
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if tag == "figure":
+            self.figures += 1
+        elif tag == "a":
+            self.links.append(a.get("href"))
+        elif tag == "img" and self.figures:
+            self.found.append((a.get("src", ""), next((h for h in reversed(self.links) if h),
+                                                      None)))
+
+    def handle_endtag(self, tag):
+        if tag == "figure":
+            self.figures -= 1
+        elif tag == "a" and self.links:
+            self.links.pop()
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_every_figure_links_to_its_image(lang):
+    """A click on a figure opens its image at full size: each figure's image is a link to its
+    own file."""
+    count, wrong = 0, []
+    for page in sorted((SITE / lang).glob("*.html")):
+        parser = _FigureImages()
+        parser.feed(page.read_text("utf-8"))
+        for src, href in parser.found:
+            count += 1
+            if href != src:
+                wrong.append(f"{page.name}: {src} -> {href}")
+    assert count > 10, f"only {count} figures in {lang}"
+    assert not wrong, "figures that do not link to their image:\n" + "\n".join(wrong)
