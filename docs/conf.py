@@ -1,8 +1,9 @@
 """Sphinx configuration of the mgpu book (English source; Chinese through gettext).
 
-Settings only: the hooks (execution cache, per-language settings, the Chinese search's stemmer)
-live in the extension ``_ext/mgpu_book.py``, the notebook downloads in ``_ext/mgpu_notebooks.py``
-and the offline MathJax in ``_ext/mgpu_mathjax.py``.
+Settings only: the hooks live in the extensions of ``_ext/``: ``mgpu_book.py`` (execution cache,
+editions, figures), ``mgpu_verdict.py`` (sentences chosen by measurements), ``mgpu_search.py``
+(the Chinese search), ``mgpu_source.py`` (the source the book carries), ``mgpu_notebooks.py``
+(the notebook downloads) and ``mgpu_mathjax.py`` (the offline MathJax).
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ version = ".".join(release.split(".")[:2])
 extensions = [
     "mgpu_book",  # _ext/mgpu_book.py
     "mgpu_verdict",  # _ext/mgpu_verdict.py: {verdict} sentences chosen by a measurement
+    "mgpu_search",  # _ext/mgpu_search.py: the Chinese search finds the glossary's terms
+    "mgpu_source",  # _ext/mgpu_source.py: the source archive and README, linked from every page
     "mgpu_notebooks",  # _ext/mgpu_notebooks.py: clean .ipynb downloads and their zip
     "mgpu_mathjax",  # _ext/mgpu_mathjax.py: the MathJax files the pages load, served locally
     "myst_nb",
