@@ -161,7 +161,7 @@ class ClusterResult:
 
     @property
     def processes(self) -> list[ProcessResult]:
-        """Every process the launcher started: scheduler, servers, workers."""
+        """Every process the launcher started (scheduler, servers, workers)."""
         head = [self.scheduler] if self.scheduler is not None else []
         return head + self.servers + self.workers
 

@@ -22,7 +22,7 @@ DUMPS = {
     "a printed dict": re.compile(r"\{\s*['\"][^'\"]+['\"]\s*:|\{\s*\d+\s*:\s"),
     "an object's repr": re.compile(r"\b[A-Z]\w+\(\w+="),
     "a bare boolean": re.compile(r"\A\s*(True|False)\s*\Z"),
-    "an unrounded float": re.compile(r"\d\.\d{7,}|\d(\.\d+)?e-\d\d"),
+    "an unrounded float": re.compile(r"\d\.\d{7,}|\d\.\d{5,}e[-+]\d\d"),
 }
 
 
@@ -69,6 +69,7 @@ def test_the_patterns_catch_dumps():
     assert dumps_in("loss 0.049314502626657486") == ["an unrounded float"]
     assert dumps_in("2.9802322387695312e-08") == ["an unrounded float"]
     assert dumps_in("epoch 1: loss 0.493, test acc 0.81, 2.35 s") == []
+    assert dumps_in("largest relative difference: 3.0e-06") == []
     assert dumps_in("the same outputs: True") == []
 
 
