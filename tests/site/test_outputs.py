@@ -20,7 +20,7 @@ LANGS = ("en", "zh_CN")
 
 DUMPS = {
     "a printed dict": re.compile(r"\{\s*['\"][^'\"]+['\"]\s*:|\{\s*\d+\s*:\s"),
-    "an object's repr": re.compile(r"\b[A-Z]\w+\(\w+="),
+    "an object's repr": re.compile(r"^\s*[A-Z]\w+\(\w+=[^\n]*\)\s*$", re.M),
     "a bare boolean": re.compile(r"\A\s*(True|False)\s*\Z"),
     "an unrounded float": re.compile(r"\d\.\d{7,}|\d\.\d{5,}e[-+]\d\d"),
 }
@@ -59,7 +59,10 @@ def outputs(page: Path) -> list[str]:
 
 
 def dumps_in(text: str) -> list[str]:
-    return [name for name, pattern in DUMPS.items() if pattern.search(text)]
+    # Indented lines quote another program's output (a launcher's error shows a worker's last
+    # lines of stdout as they were): they are evidence, not the cell's own way of printing.
+    own = "\n".join(line for line in text.splitlines() if not line.startswith("    "))
+    return [name for name, pattern in DUMPS.items() if pattern.search(own)]
 
 
 def test_the_patterns_catch_dumps():
@@ -71,6 +74,8 @@ def test_the_patterns_catch_dumps():
     assert dumps_in("epoch 1: loss 0.493, test acc 0.81, 2.35 s") == []
     assert dumps_in("largest relative difference: 3.0e-06") == []
     assert dumps_in("the same outputs: True") == []
+    assert dumps_in("FusedAllreduce(small=1), numbers to sum on cpu(0): 350,592") == []
+    assert dumps_in("Last lines of its stdout:\n    {\"rank\": 1, \"round\": 0}") == []
 
 
 
