@@ -183,6 +183,10 @@ OTHER_CASES = [
     ("training that fails in the fresh process",
      lambda: mgpu.train_fresh("LeNet", 1, {}, subset=64, test_subset=16, lr=-1.0),
      RuntimeError, r"failed \(exit code 1\): ValueError: lr must be a positive finite number"),
+    ("op_overhead between three devices", lambda: mgpu.op_overhead([mx.cpu(0)] * 3),
+     ValueError, r"op_overhead: devices must be two devices \(from, to\), got 3"),
+    ("op_overhead of no copies", lambda: mgpu.op_overhead(n=0),
+     ValueError, r"n and repeats must be at least 1, got n=0"),
 ]
 
 

@@ -143,6 +143,7 @@ from mgpu.timing import (
     EngineEvent,
     device_speeds,
     engine_timeline,
+    op_overhead,
     step_time,
 )
 from mgpu.train import (
@@ -212,6 +213,7 @@ __all__ = [
     "draw_queue_memory",
     "draw_step",
     "engine_timeline",
+    "op_overhead",
     "evaluate_accuracy",
     "find_data_dir",
     "forward_backward",

@@ -15,7 +15,8 @@ import numpy as np
 from mgpu._mx import mx
 from mgpu.step import forward_backward
 
-__all__ = ["Benchmark", "EngineEvent", "device_speeds", "engine_timeline", "step_time"]
+__all__ = ["Benchmark", "EngineEvent", "device_speeds", "engine_timeline", "op_overhead",
+           "step_time"]
 
 
 class Benchmark:
@@ -108,14 +109,56 @@ def device_speeds(
             for d in devices]
 
 
+def op_overhead(
+    devices: Sequence[mx.Context] = (mx.cpu(0), mx.cpu(1)),
+    n: int = 500,
+    repeats: int = 3,
+) -> float:
+    """Seconds per operation of a stream of tiny copies, from Python's push to the
+    engine's completion: the *per-operation overhead* this book uses everywhere.
+
+    ``n`` copies of a 16-element array from ``devices[0]`` to ``devices[1]`` move almost
+    no data, so their wall time, waited for with :func:`mx.nd.waitall`, is almost all
+    fixed cost: the Python call, the engine's scheduling and the copy's launch. The
+    result is the median over ``repeats`` of that time divided by ``n``.
+
+    >>> 0 < op_overhead(n=50, repeats=2) < 0.01
+    True
+    """
+    if len(devices) != 2:
+        raise ValueError(f"op_overhead: devices must be two devices (from, to), got "
+                         f"{len(devices)}; pass e.g. (mx.cpu(0), mx.cpu(1))")
+    if n < 1 or repeats < 1:
+        raise ValueError(f"op_overhead: n and repeats must be at least 1, got n={n}, "
+                         f"repeats={repeats}")
+    source = mx.nd.ones((16,), ctx=devices[0])
+    target = mx.nd.zeros((16,), ctx=devices[1])
+    times = []
+    for _ in range(repeats):
+        mx.nd.waitall()
+        start = time.perf_counter()
+        for _ in range(n):
+            source.copyto(target)
+        mx.nd.waitall()
+        times.append((time.perf_counter() - start) / n)
+    return float(np.median(times))
+
+
 @dataclass(frozen=True)
 class EngineEvent:
-    """One operator as MXNet's profiler saw it: on which device's queue it ran, when."""
+    """One operator as MXNet's profiler saw it: its device, the thread that ran it, when.
+
+    ``device`` is the context the operator was pushed with, not the queue that ran it:
+    MXNet's profiler files each operator under its context (``cpu(1)`` -> 1, pinned
+    memory -> the number of processors, ``src/profiler/profiler.cc``), while operators
+    pushed with a priority property run on the engine's shared priority threads
+    (``src/engine/threaded_engine_perdevice.cc``). ``thread`` tells which worker ran it.
+    """
 
     name: str  #: the operator, e.g. ``"dot"`` or ``"CopyCPU2CPU"``
-    #: the device id, recorded by the profiler as its process id (``cpu(1)`` -> 1)
+    #: the operator's device id as the profiler files it (its "process id")
     device: int
-    thread: int  #: the engine worker thread that ran it
+    thread: int  #: the engine thread that ran it
     start_ms: float  #: milliseconds after the first event
     end_ms: float
 
@@ -124,8 +167,8 @@ def engine_timeline(work: Callable[[], object]) -> list[EngineEvent]:
     """Run ``work()`` under MXNet's profiler and return every operator it ran, in start
     order.
 
-    The profiler records each operator with the device whose engine queue ran it, so a
-    timeline shows what ran in parallel and where copies ran. MXNet's profiler can be
+    The profiler records each operator with its device and the thread that ran it, so
+    a timeline shows what ran in parallel and on which thread. MXNet's profiler can be
     configured only once per process, so a second call raises a ``RuntimeError`` that
     says so.
 
