@@ -4,7 +4,10 @@
 which have no gradient (``grad_req == 'null'``): training sums the other 62 (11,172,810 numbers).
 Every algorithm sums those on 2 and 4 CPU devices, rounds interleaved; the results are checked
 against NumPy once. Objects that a training run creates once (``FusedAllreduce``, the KVStores)
-are created once here too, outside the timing, and called every round.
+are created once here too, outside the timing, and called every round. Every round also measures
+the per-operation overhead, :func:`mgpu.op_overhead` (the book's one definition: seconds per
+operation of a stream of tiny copies, from Python's push to the engine's completion), so that the
+algorithms' operation counts can be priced with a figure taken under the same load.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 import numpy as np
 
 import mgpu
-from bench.common import cpus, figure, interleave, log, median, ratio
+from bench.common import cpus, figure, interleave, log, ratio
 from mgpu import mx
 
 nd = mx.nd
@@ -32,6 +35,12 @@ ALGORITHMS = {
     "numpy": "the memory-bandwidth reference: NumPy in one address space reads the k copies of "
              "every gradient, sums them and writes the sum into all k (no MXNet, no devices)",
 }
+#: The name under which every round also measures mgpu.op_overhead() (not an algorithm).
+OP_OVERHEAD = "op_overhead"
+OP_OVERHEAD_WHAT = (
+    "mgpu.op_overhead() in microseconds, once per round between the algorithms: per operation "
+    "of a stream of 500 copies of a 16-element array from cpu(0) to cpu(1), from Python's push "
+    "to the engine's completion (waitall), the median of 3 such streams")
 #: The book's own algorithms besides the seeds': the best of them is held to KVStore 'local'.
 FROM_SCRATCH = ("scatter_gather", "ring", "fused_small0", "fused")
 
@@ -41,20 +50,6 @@ def gradient_shapes() -> tuple[list[tuple[int, ...]], int]:
     net = mgpu.resnet18_28()
     shapes = mgpu.gradient_shapes(net)
     return shapes, len(list(net.collect_params().values()))
-
-
-def op_overhead_us(reps: int = 3, n: int = 500) -> float:
-    """Python-side cost of one engine operation: pushing a copy of a 16-element array."""
-    a, b = nd.ones((16,), ctx=mx.cpu(0)), nd.zeros((16,), ctx=mx.cpu(1))
-    times = []
-    for _ in range(reps):
-        nd.waitall()
-        start = time.perf_counter()
-        for _ in range(n):
-            a.copyto(b)
-        nd.waitall()
-        times.append((time.perf_counter() - start) / n * 1e6)
-    return median(times)
 
 
 def numpy_sum(copies: list[list[np.ndarray]]):
@@ -124,7 +119,10 @@ def on_devices(k: int, shapes, rounds: int) -> dict:
             return (time.perf_counter() - start) * 1e3, (pushed - start) * 1e3
         return measure
 
-    samples = interleave({n: timed(r) for n, r in algos.items()}, rounds, f"allreduce {k} dev")
+    runs = {n: timed(r) for n, r in algos.items()}
+    runs[OP_OVERHEAD] = lambda _round: mgpu.op_overhead() * 1e6
+    samples = interleave(runs, rounds, f"allreduce {k} dev")
+    op_us = samples.pop(OP_OVERHEAD)
     total = {n: [t for t, _ in s] for n, s in samples.items()}
     out = {n: {"ms": figure(total[n], "ms"),
                "python_push_ms": figure([p for _, p in s], "ms",
@@ -140,7 +138,8 @@ def on_devices(k: int, shapes, rounds: int) -> dict:
     log(f"  allreduce on {k} devices: " + ", ".join(
         f"{n} {out[n]['ms']['median']:.1f} ms" for n in out))
     return {"algorithms": out, "best_from_scratch": {
-        "algorithm": best, "ratio_to_local": out[best]["ratio_to_local"]["median"]}}
+        "algorithm": best, "ratio_to_local": out[best]["ratio_to_local"]["median"]},
+        "op_overhead_us": figure(op_us, "microseconds per operation", what=OP_OVERHEAD_WHAT)}
 
 
 def run(cfg: dict) -> dict:
@@ -155,9 +154,9 @@ def run(cfg: dict) -> dict:
         "algorithms": ALGORITHMS, "from_scratch": list(FROM_SCRATCH),
         "method": "random gradients restored before every call (not timed); waitall, call, "
                   "waitall; algorithms interleaved round by round; every result checked against "
-                  "the NumPy sum once",
-    }, "engine_op_overhead_us": {"median": op_overhead_us(), "unit": "microseconds per operation",
-                                 "what": "Python time to push one copy of a 16-element array"}}
+                  "the NumPy sum once; mgpu.op_overhead() once per round, between the "
+                  "algorithms (op_overhead_us of each device count)",
+    }}
     for k in (2, 4):
         res[f"{k}_devices"] = on_devices(k, shapes, cfg["allreduce_rounds"])
         nd.waitall()

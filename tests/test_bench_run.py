@@ -47,3 +47,22 @@ def test_update_keeps_the_other_parts_of_a_real_run(tmp_path):
     res = json.loads((tmp_path / "results.json").read_text())
     assert res["scaling"] == {"kept": True} and res["data"]["setup"]["train_images"] == 60_000
     assert res["meta"]["date"] == "d0" and res["meta"]["updates"][0]["parts"] == ["data"]
+
+
+def test_allreduce_prices_operations_with_the_books_op_overhead(monkeypatch):
+    """bench/allreduce.py measures mgpu.op_overhead() itself, once per round, in µs."""
+    from bench import allreduce
+
+    calls = []
+
+    def fake_op_overhead():
+        calls.append(1)
+        return 7e-6
+
+    monkeypatch.setattr(allreduce.mgpu, "op_overhead", fake_op_overhead)
+    res = allreduce.on_devices(2, [(4, 3), (5,)], rounds=2)
+    figure = res["op_overhead_us"]
+    assert len(calls) == 2 and figure["samples"] == pytest.approx([7.0, 7.0])
+    assert figure["unit"] == "microseconds per operation"
+    assert "mgpu.op_overhead()" in figure["what"] and "push" in figure["what"]
+    assert "op_overhead" not in res["algorithms"]

@@ -69,3 +69,15 @@ def test_draw_queue_memory(lang):
     assert ax.get_xlabel() == QUEUE_LABELS[lang]["time"]
     assert [t.get_text() for t in ax.get_legend().get_texts()] == [
         QUEUE_LABELS[lang]["wait"], QUEUE_LABELS[lang]["nowait"], QUEUE_LABELS[lang]["pushed"]]
+
+
+def test_queue_memory_growth_is_the_loops_own():
+    """The growth is the peak during the loop, not an earlier one: not even the parent's
+    (``ru_maxrss`` of a child started with vfork/exec counts the parent's peak)."""
+    block = bytearray(300_000_000)  # a 300 MB peak of this process, freed again
+    del block
+    run = mgpu.queue_memory(wait=True, steps=8, size=1024)
+    highest = max(mb for _, mb in run.samples) - run.start_mb
+    assert run.growth_mb < 4 * run.batch_mb
+    # The figure draws the samples: its curve reaches the growth within one input.
+    assert abs(run.growth_mb - highest) <= run.batch_mb

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from mgpu import dist, horovod
-from mgpu.launch import run_local_cluster, running
+from mgpu.launch import processes, run_local_cluster, running
 
 _spec = importlib.util.spec_from_file_location(
     "_book_commands", Path(__file__).with_name("_book_commands.py"))
@@ -104,6 +104,64 @@ def test_a_killed_rank_ends_the_job_and_nothing_is_left():
     assert kill["rank"] == 1
     assert result.ended - kill["time"] < 30, "the job outlived the killed rank by 30 s"
     _nothing_left(result, {r["pid"] for r in result.reports()})
+
+
+def _rank_processes() -> list[int]:
+    """Live processes whose command line names a rank_failure job's meeting directory:
+    every rank, and every keeper, of such a job."""
+    found = []
+    for pid, _, _ in processes():
+        try:
+            if b"mgpu-meet-" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                found.append(pid)
+        except OSError:  # gone meanwhile
+            pass
+    return found
+
+
+def _no_rank_left(fault: horovod.RankFailure) -> None:
+    _nothing_left(fault.result, {r["pid"] for r in fault.result.reports()})
+    assert _rank_processes() == [], "a rank (or its keeper) outlived the job"
+
+
+@needs_horovod
+def test_a_lone_rank_fails_at_once_when_its_peer_is_killed():
+    # The keeper hides rank 1's death from horovodrun: rank 0 is on its own. Its socket to
+    # rank 1 is closed by the kernel, so its allreduce fails long before Gloo's timeout.
+    fault = horovod.rank_failure("kill", hide_exit=True, gloo_timeout=20, timeout=120)
+    assert fault.failed_after[0] < 10, fault.failed_after
+    assert fault.gloo_source.startswith("gloo/transport/tcp/pair.cc"), fault.gloo_error
+    assert "peer" in fault.gloo_error
+    # rank 0 failed on its own; horovodrun then terminated rank 1's keeper (SIGTERM, 143;
+    # horovodrun sometimes prints no status for a rank it terminated)
+    assert fault.exit_codes[0] == 1 and fault.exit_codes.get(1, 143) == 143
+    assert fault.result.returncode == 1 and fault.ended_after < 60
+    _no_rank_left(fault)
+
+
+@needs_horovod
+def test_a_stopped_rank_holds_the_others_for_the_gloo_timeout():
+    # SIGSTOP leaves rank 1's sockets open: rank 0 waits for HOROVOD_GLOO_TIMEOUT_SECONDS.
+    fault = horovod.rank_failure("stop", gloo_timeout=3, timeout=120)
+    assert 3 <= fault.failed_after[0] < 13, fault.failed_after
+    assert fault.gloo_error == "Timed out waiting 3000ms for recv operation to complete"
+    assert fault.gloo_source.startswith("gloo/transport/tcp/unbound_buffer.cc")
+    # rank 0 failed on its own; horovodrun had to SIGKILL the frozen rank 1
+    assert fault.exit_codes[0] == 1 and fault.exit_codes.get(1, 137) == 137
+    assert fault.result.returncode == 1
+    _no_rank_left(fault)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"how": "crash"}, "how must be 'kill' or 'stop'"),
+    ({"how": "stop", "hide_exit": True}, "hide_exit=True is for how='kill'"),
+    ({"victim": 2}, "victim must be a rank from 0 to 1"),
+    ({"np": 1}, "np must be at least 2"),
+    ({"gloo_timeout": 0}, "gloo_timeout must be at least 1"),
+])
+def test_rank_failure_checks_its_arguments(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        horovod.rank_failure(**kwargs)
 
 
 @needs_horovod

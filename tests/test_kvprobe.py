@@ -21,9 +21,13 @@ def _program(*argv):
     return json.loads(done.stdout.splitlines()[-1])
 
 
-def _per_queue(run, name):
-    return {int(k.rsplit("@", 1)[1]): v[0] for k, v in run["ops"].items()
-            if k.rsplit("@", 1)[0] == name}
+def _per_device(run, name):
+    """{profiler device index: count} of the operations called name."""
+    found = Counter()
+    for op, device, _worker, count in run["ops"]:
+        if op == name:
+            found[device] += count
+    return found
 
 
 def test_device_owners_balance_the_numbers():
@@ -31,8 +35,16 @@ def test_device_owners_balance_the_numbers():
     owners = kvprobe.device_owners(sizes, 2)
     loads = [sum(n for n, o in zip(sizes, owners) if o == d) for d in (0, 1)]
     assert sorted(loads) == [1007, 1010] and owners[0] != owners[2]
-    assert kvprobe.device_owners([5, 5, 5], 3) == [2, 1, 0]  # ties: the highest id
+    assert kvprobe.device_owners([5, 5, 5], 3) == [0, 1, 2]  # ties: the first in order
+    assert kvprobe.device_owners([5, 5, 5], 3, order=[2, 0, 1]) == [2, 0, 1]
     assert kvprobe.device_owners([], 2) == []
+
+
+def test_device_owners_order_only_relabels_the_devices():
+    sizes = [144, 16, 2304, 16, 2304, 4608, 9216, 9216, 512, 36864, 36864, 10]
+    plain = kvprobe.device_owners(sizes, 2)
+    mirror = kvprobe.device_owners(sizes, 2, order=[1, 0])
+    assert mirror == [1 - o for o in plain]
 
 
 def test_server_shares_split_only_big_keys():
@@ -47,6 +59,8 @@ def test_server_shares_split_only_big_keys():
 @pytest.mark.parametrize("call, word", [
     (lambda: kvprobe.device_owners([1, 2], 0), "num_devices"),
     (lambda: kvprobe.device_owners([1, -2], 2), r"sizes\[1\]"),
+    (lambda: kvprobe.device_owners([1, 2], 2, order=[0, 0]), "order"),
+    (lambda: kvprobe.device_owners([1, 2], 2, order=[0, 1, 2]), "order"),
     (lambda: kvprobe.server_shares([3], 0), "num_servers"),
     (lambda: kvprobe.socket_bytes(-1), "pid"),
 ])
@@ -70,23 +84,43 @@ def test_socket_bytes_counts_a_loopback_transfer():
     assert after[0] - before[0] >= 100_000  # sent by the client's connection to the server
 
 
-def test_reduce_timeline_local_sums_on_cpu0_device_on_the_owners():
+def test_reduce_timeline_files_by_context_and_names_the_threads():
     local = _program("kv_reduce_timeline", "--kvstore", "local", "--width", "4")
-    device = _program("kv_reduce_timeline", "--num-devices", "4", "--width", "4")
-    n = len(device["sizes"])
-    assert local["pulled"] == [3.0] and device["pulled"] == [10.0]  # 1 + 2 and 1 + 2 + 3 + 4
-    assert _per_queue(local, "KVStoreReduce") == {0: n}
-    sums = _per_queue(device, "ElementwiseSum")
-    assert sum(sums.values()) == n and sorted(sums) == [0, 1, 2, 3]
-    planned = Counter(kvprobe.device_owners(device["sizes"], 4))
-    assert sorted(sums.values()) == sorted(planned.values())
+    n = len(local["sizes"])
+    assert local["pulled"] == [3.0]  # 1 + 2
+    # KVStoreReduce: filed under cpu(0), run on the priority threads (no device's worker)
+    assert [r for r in local["ops"] if r[0] == "KVStoreReduce"] == [["KVStoreReduce", 0, None, n]]
+    assert 1 <= local["threads"]["KVStoreReduce"] <= 4
+    # copies into pinned memory on the source's worker, out of it on cpu(0)'s worker
+    copies = sorted(r[1:] for r in local["ops"] if r[0] == "CopyCPU2CPU")
+    assert copies[:2] == [[0, 0, n], [1, 1, n]]
+    assert len(copies) == 3 and copies[2][0] >= 2 and copies[2][1:] == [0, 2 * n]
+
+
+def test_reduce_timeline_device_owners_follow_the_push():
+    one = _program("kv_reduce_timeline", "--num-devices", "4", "--width", "4",
+                   "--one-key-at-a-time", "True")
+    batched = _program("kv_reduce_timeline", "--num-devices", "4", "--width", "4")
+    n = len(one["sizes"])
+    assert one["pulled"] == batched["pulled"] == [10.0]  # 1 + 2 + 3 + 4
+    for run in (one, batched):
+        assert all(worker == device for name, device, worker, _ in run["ops"]
+                   if name == "ElementwiseSum")  # each sum on its owner's worker
+    assert _per_device(one, "ElementwiseSum") == Counter(
+        kvprobe.device_owners(one["sizes"], 4))  # one key at a time: ties to cpu(0)
+    # 62 keys in one call: GroupKVPairs' std::sort puts key 0's arrays as 1, 2, 3, 0
+    assert _per_device(batched, "ElementwiseSum") == Counter(
+        kvprobe.device_owners(batched["sizes"], 4, order=[1, 2, 3, 0]))
+    assert sum(_per_device(batched, "ElementwiseSum").values()) == n
 
 
 def test_step_timeline_reports_both_timings_and_the_sums():
     run = _program("kv_step_timeline", "--kvstore", "local", "--width", "4", "--batch-size", "8",
                    "--repeats", "1")
-    assert run["overlap_ms"] > 0 and run["waitall_ms"] > 0
+    assert len(run["overlap_ms"]) == len(run["waitall_ms"]) == 1
+    assert run["overlap_ms"][0] > 0 and run["waitall_ms"][0] > 0
     assert sum(e[0] == "KVStoreReduce" for e in run["events"]) == 62  # ResNet-18's gradients
+    assert all(len(e) == 5 for e in run["events"])  # name, device, thread, start, end
 
 
 def test_push_pull_traffic_compression_sends_a_sixteenth():

@@ -9,6 +9,7 @@ user's ~/.ssh/config would give them.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import shutil
 import socket
@@ -176,3 +177,117 @@ def test_ssh_job_with_a_dead_worker_leaves_nothing_on_the_hosts(sshd, tmp_path):
     # The remote processes hang up with their terminal: none is left under the sshd.
     assert _wait_until_gone(sshd_pid) == [], "processes left on the 'remote' hosts"
     assert running([sshd_pid]) == [sshd_pid]
+
+
+# Credentials: fix 5 of mgpu.mxlaunch. Every value below must stay off every command line.
+SECRETS = {"AWS_ACCESS_KEY_ID": "AKIA-test-not-a-key", "AWS_SECRET_ACCESS_KEY": "aws-secret-x9",
+           "AWS_SESSION_TOKEN": "aws-session-x9", "MY_API_TOKEN": "api-token-x9"}
+GIVEN_SECRETS = {"DB_PASSWORD": "db-password-x9", "service_key": "service-key-x9"}
+DROPPED = [*SECRETS, *GIVEN_SECRETS]
+
+
+def _fake_ssh(tmp_path: Path) -> tuple[str, Path]:
+    """An ``ssh`` that records its arguments (one JSON list per line) and runs the remote
+    command here, with bash, as sshd would on the other machine."""
+    bin_dir, log = tmp_path / "fake-bin", tmp_path / "ssh-argv.jsonl"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"with open({str(log)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv) + '\\n')\n"
+        "os.execvp('bash', ['bash', '-c', sys.argv[-1]])\n")
+    (bin_dir / "ssh").chmod(0o755)
+    return str(bin_dir), log
+
+
+def _cmdlines_while(proc: subprocess.Popen, skip: int) -> list[str]:
+    """The command line of every process seen while ``proc`` runs (``skip`` excepted),
+    sampled every 10 ms from /proc."""
+    seen = set()
+    while proc.poll() is None:
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit() and int(d.name) != skip:
+                try:
+                    seen.add((d / "cmdline").read_bytes().replace(b"\0", b" ").decode())
+                except OSError:
+                    continue
+        time.sleep(0.01)
+    return sorted(seen)
+
+
+def _env_job(tmp_path: Path, launcher: list[str], env: dict[str, str]):
+    """Run push_pull_demo with --env* options; every process first writes its role and
+    the variables it sees to a file. Returns (process, stdout, stderr, command lines)."""
+    given = [w for name, value in GIVEN_SECRETS.items()
+             for w in ("--env-worker", f"{name}:{value}")]
+    options = ["--env", "MY_API_TOKEN", "--env", "MGPU_BOTH", "--env-worker", "MGPU_W:w1",
+               "--env-server=MGPU_S:s1", *given]
+    record = [f"echo $DMLC_ROLE ${{MGPU_BOTH:-}} ${{MGPU_W:-}} ${{MGPU_S:-}} > "
+              f"{tmp_path}/seen.$$;"]
+    proc = subprocess.Popen(
+        [*MXLAUNCH, "--host-ip", LOOPBACK, "--timeout", "90", "-n", "2", "-s", "1", *launcher,
+         *options, *record, *WORKER, "push_pull_demo"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, **SECRETS, "MGPU_BOTH": "both1", **env})
+    cmdlines = _cmdlines_while(proc, skip=proc.pid)
+    out, err = proc.communicate(timeout=150)
+    seen = sorted(p.read_text().split() for p in tmp_path.glob("seen.*"))
+    return proc, out, err, cmdlines, seen
+
+
+def test_dmlc_tracker_puts_aws_keys_on_the_ssh_command_line(monkeypatch):
+    """What fix 5 is for: the installed dmlc_tracker exports the AWS keys."""
+    from dmlc_tracker import ssh
+
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    exports = ssh.get_env({"DMLC_ROLE": "worker"})
+    assert "export AWS_SECRET_ACCESS_KEY=aws-secret-x9;" in exports
+    assert "export AWS_ACCESS_KEY_ID=AKIA-test-not-a-key;" in exports
+
+
+def test_ssh_launch_puts_no_credential_on_any_command_line(tmp_path):
+    ssh_bin, log = _fake_ssh(tmp_path)
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"{LOOPBACK}\n{LOOPBACK}\n")
+    proc, out, err, cmdlines, seen = _env_job(
+        tmp_path, ["-H", str(hosts), "--launcher", "ssh"],
+        {"PATH": f"{ssh_bin}{os.pathsep}{os.environ['PATH']}"})
+    assert proc.returncode == 0, err
+    argvs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(argvs) == 3  # one server and two workers, started through ssh
+    values = [*SECRETS.values(), *GIVEN_SECRETS.values()]
+    assert not [a for a in argvs if any(v in " ".join(a) for v in values)]
+    assert not [c for c in cmdlines if any(v in c for v in values)]
+    for name in DROPPED:  # each dropped variable is named, with what to do instead
+        assert name in err
+    assert err.count("chmod 600") == len(DROPPED)
+    # The other --env* variables arrive, each at the processes it was meant for.
+    exports = [a[-1].split(" cd ")[0] for a in argvs]
+    servers = [e for e in exports if "export DMLC_ROLE=server;" in e]
+    workers = [e for e in exports if "export DMLC_ROLE=worker;" in e]
+    assert len(servers) == 1 and len(workers) == 2
+    assert all("export MGPU_S=s1;" in e and "MGPU_W" not in e for e in servers)
+    assert all("export MGPU_W=w1;" in e and "MGPU_S" not in e for e in workers)
+    assert all("export MGPU_BOTH=both1;" in e for e in exports)
+    assert ["server", "both1", "s1"] in seen and ["worker", "both1", "w1"] in seen
+    assert sorted(r["rank"] for r in _reports(out)) == [0, 1]
+
+
+def test_local_launch_passes_env_options_and_drops_credentials(tmp_path):
+    proc, out, err, cmdlines, seen = _env_job(tmp_path, ["--launcher", "local"], {})
+    assert proc.returncode == 0, err
+    assert not [c for c in cmdlines if any(v in c for v in GIVEN_SECRETS.values())]
+    for name in ("MY_API_TOKEN", *GIVEN_SECRETS):
+        assert name in err
+    assert "AWS_SECRET_ACCESS_KEY" not in err  # locally no command line carries the keys
+    # launch.py's --env-worker and --env-server reach their processes (as shipped they
+    # end up in the command: 'MGPU_W:w1: command not found').
+    assert sorted(seen) == [["scheduler", "both1"], ["server", "both1", "s1"],
+                            ["worker", "both1", "w1"], ["worker", "both1", "w1"]]
+    assert sorted(r["rank"] for r in _reports(out)) == [0, 1]
+
+
+def test_env_options_need_a_name_and_value():
+    out = subprocess.run([*MXLAUNCH, "--host-ip", LOOPBACK, "-n", "1", "--launcher", "local",
+                          "--env-worker", "NOVALUE", "true"], capture_output=True, text=True)
+    assert out.returncode != 0 and "--env-worker needs NAME:VALUE" in out.stderr

@@ -72,7 +72,13 @@ from mgpu.diagrams import (
     draw_parameter_server,
     draw_step,
 )
-from mgpu.dist import params_checksum, push_pull_demo, push_pull_timing, train_demo
+from mgpu.dist import (
+    params_checksum,
+    push_pull_demo,
+    push_pull_timing,
+    replay_workers,
+    train_demo,
+)
 from mgpu.engine import (
     QueueRun,
     draw_queue_memory,
@@ -86,7 +92,9 @@ from mgpu.hetero import CoTenant
 from mgpu.horovod import (
     HorovodError,
     HorovodResult,
+    RankFailure,
     horovod_available,
+    rank_failure,
     run_horovod,
     train_horovod,
 )
@@ -142,6 +150,7 @@ from mgpu.timing import (
     Benchmark,
     EngineEvent,
     device_speeds,
+    engine_operations,
     engine_timeline,
     op_overhead,
     step_time,
@@ -188,6 +197,7 @@ __all__ = [
     "PortInUseError",
     "ProcessResult",
     "QueueRun",
+    "RankFailure",
     "SplitError",
     "Step",
     "Table",
@@ -212,6 +222,7 @@ __all__ = [
     "draw_parameter_server",
     "draw_queue_memory",
     "draw_step",
+    "engine_operations",
     "engine_timeline",
     "op_overhead",
     "evaluate_accuracy",
@@ -239,8 +250,10 @@ __all__ = [
     "push_pull_timing",
     "push_pull_traffic",
     "queue_memory",
+    "rank_failure",
     "read_idx",
     "reduce_timeline",
+    "replay_workers",
     "require",
     "resident_mb",
     "resnet18_28",

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover
     from mxnet import gluon
 
-__all__ = ["params_checksum", "push_pull_demo", "push_pull_timing", "train_demo"]
+__all__ = ["params_checksum", "push_pull_demo", "push_pull_timing", "replay_workers",
+           "train_demo"]
 
 
 def _report(**fields) -> None:
@@ -104,6 +105,55 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
             train_acc=hist.train_acc[-1], loss=hist.loss[-1],
             epoch_time=hist.epoch_time, checksum=params_checksum(net))
 
+
+def replay_workers(num_workers: int = 1, subset: int = 2048, test_subset: int = 500,
+                   num_epochs: int = 1, batch_size: int = 256, lr: float = 0.2,
+                   seed: int = 0, order_seed: int | None = None) -> tuple[float, str]:
+    """Train in this process what :func:`train_demo`'s ``num_workers`` workers train
+    under ``dist_sync``; return the test accuracy and :func:`params_checksum`.
+
+    The CPU device ``cpu(i)`` stands in for the worker with rank ``i``: it gets that
+    worker's shard (:func:`~mgpu.train.worker_shard`), shuffled as
+    :func:`~mgpu.train.train` shuffles it (with ``order_seed + epoch``), and every step
+    sums the devices' gradients and takes one SGD step for the global batch, as the
+    servers do. Data and initial weights come from ``seed``, as in :func:`train_demo`;
+    ``order_seed`` (default ``seed``) changes only the order of the batches.
+
+    >>> acc, checksum = replay_workers(2, subset=256, test_subset=100, batch_size=64)
+    >>> 0 <= acc <= 1, len(checksum)
+    (True, 16)
+    """
+    import numpy as np
+
+    from mgpu._mx import mx
+    from mgpu.checks import positive_int
+    from mgpu.data import iter_batches, load_fashion_mnist
+    from mgpu.models import LeNet
+    from mgpu.step import gluon_step
+    from mgpu.train import _initialise, evaluate_accuracy, worker_shard
+
+    num_workers = positive_int("num_workers", num_workers)
+    data = load_fashion_mnist(subset=subset, test_subset=test_subset, seed=seed)
+    shards = [worker_shard(data.train_images, data.train_labels, batch_size,
+                           num_workers, rank) for rank in range(num_workers)]
+    devices = [mx.cpu(rank) for rank in range(num_workers)]
+    net = LeNet()
+    _initialise(net, devices, seed)  # the initial weights of mgpu.train
+    net.hybridize()
+    trainer = mx.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr},
+                               kvstore=None)
+    step = gluon_step(net, trainer, devices)  # sum the gradients, one update
+    order_seed = seed if order_seed is None else order_seed
+    for epoch in range(num_epochs):
+        # Worker r's local batch t is the r-th slice of global batch t, as split over
+        # the devices.
+        local = [iter_batches(X, y, batch_size // num_workers, shuffle=True,
+                              seed=order_seed + epoch) for X, y in shards]
+        for parts in zip(*local):
+            step(np.concatenate([X for X, _ in parts]),
+                 np.concatenate([y for _, y in parts]))
+    accuracy = evaluate_accuracy(net, data.test_images, data.test_labels, devices[:1])
+    return accuracy, params_checksum(net)
 
 
 def push_pull_timing(rounds: int = 5, width: int = 64) -> None:

@@ -4,7 +4,7 @@ holds.
 The engine chapter measures what the Python *frontend* and the C++ *backend* (the
 engine's worker threads) each do. Two of its experiments need a process of their own,
 because MXNet reads its thread settings once, when the engine starts, and because a
-process's peak memory only grows:
+process that has run other work holds that work's memory:
 
 - :func:`thread_census`: how many threads a fresh process has after importing MXNet and
   after running work on 1, 2, ... CPU devices, with given environment variables.
@@ -57,15 +57,25 @@ def resident_mb() -> float:
     >>> resident_mb() > 1
     True
     """
+    return _status_mb("VmRSS")
+
+
+def _status_mb(field: str) -> float:
+    """A memory ``field`` of ``/proc/self/status`` (``VmRSS``, ``VmHWM``, ...), in MB.
+
+    >>> _status_mb("VmHWM") >= _status_mb("VmRSS") > 1
+    True
+    """
     try:
         with open("/proc/self/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024 / 1e6
     except FileNotFoundError:
         pass
-    raise RuntimeError("resident_mb needs Linux's /proc/self/status, which this "
-                       "machine does not have; run the engine chapter on Linux")
+    raise RuntimeError(f"{field} (for resident_mb and queue_memory) needs Linux's "
+                       "/proc/self/status, which this machine does not have; run the "
+                       "engine chapter on Linux")
 
 
 _CENSUS = r"""
@@ -113,20 +123,26 @@ class QueueRun:
     push_s: float  #: seconds until Python had pushed the last step
     finish_s: float  #: seconds until the engine had finished them all
     start_mb: float  #: resident memory when the loop started
-    peak_mb: float  #: the process's peak resident memory (``ru_maxrss``) after the loop
+    #: the peak resident memory during the loop (``VmHWM``, reset when the loop started)
+    peak_mb: float
     #: (seconds since the start, resident MB), sampled
     samples: list[tuple[float, float]]
 
     @property
     def growth_mb(self) -> float:
-        """How far the resident memory rose above its level at the start of the loop."""
+        """How far the resident memory rose above its level at the start of the loop, at
+        its highest during the loop.
+
+        >>> QueueRun(True, 2, 4.0, 1.0, 1.0, 100.0, 105.0, []).growth_mb
+        5.0
+        """
         return self.peak_mb - self.start_mb
 
 
 _QUEUE = r"""
-import json, resource, sys, threading, time
+import json, sys, threading, time
 from mgpu._mx import mx
-from mgpu.engine import resident_mb
+from mgpu.engine import _status_mb, resident_mb
 wait, steps, n = sys.argv[1] == "wait", int(sys.argv[2]), int(sys.argv[3])
 w = mx.nd.ones((n, n // 4), ctx=mx.cpu(0)) / n
 mx.nd.dot(mx.nd.ones((n, n)), w).wait_to_read()  # warm up
@@ -136,6 +152,10 @@ def sample(t0):
         samples.append((time.perf_counter() - t0, resident_mb()))
         time.sleep(0.005)
 start_mb = resident_mb()
+# Reset the peak (VmHWM) to the current resident memory, so that it covers the loop
+# only: ru_maxrss would include every earlier peak, even the parent process's.
+with open("/proc/self/clear_refs", "w") as clear_refs:
+    clear_refs.write("5")
 t0 = time.perf_counter()
 sampler = threading.Thread(target=sample, args=(t0,))
 sampler.start()
@@ -151,7 +171,7 @@ finish_s = time.perf_counter() - t0
 time.sleep(0.05)
 done.set()
 sampler.join()
-peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 / 1e6
+peak_mb = _status_mb("VmHWM")
 print("MGPU-RESULT " + json.dumps(dict(push_s=push_s, finish_s=finish_s,
                                        start_mb=start_mb, peak_mb=peak_mb,
                                        samples=samples)))
@@ -174,6 +194,11 @@ def queue_memory(wait: bool, steps: int = 40, size: int = 1024,
     sets it): every buffer then comes from the operating system and goes back to it when
     MXNet frees it, so the resident memory follows the live arrays instead of glibc's
     caches.
+
+    The peak is the process's ``VmHWM`` (``/proc/self/status``), reset when the loop
+    starts by writing ``5`` to ``/proc/self/clear_refs`` (Linux 4.0 or later), so it
+    covers the loop only. ``ru_maxrss`` cannot be reset: it also counts every earlier
+    peak, even one the parent process reached before it started this one.
 
     >>> run = queue_memory(wait=True, steps=3, size=64)
     >>> run.steps, run.finish_s >= run.push_s, run.peak_mb >= run.start_mb

@@ -15,6 +15,8 @@ to its neighbour on a ring. ``horovodrun`` starts the ranks (on remote hosts ove
 - :func:`run_horovod` runs ``horovodrun`` on loopback in a subprocess, with a time
   limit, and records every process the job started so that a caller can check none is
   left running.
+- :func:`rank_failure` kills (or freezes) one rank of such a job and reports what the
+  other ranks did and when: a :class:`RankFailure`.
 
 Horovod is imported on first use: :func:`train_horovod` and the worker programs need it
 installed (built against MXNet, with Gloo), :func:`run_horovod` needs its
@@ -46,8 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # The worker programs allreduce_demo and train_demo are used through this module
 # (mgpu.horovod.*) or `python -m mgpu`: mgpu.train_demo is the parameter-server one.
-__all__ = ["HorovodError", "HorovodResult", "horovod_available", "run_horovod",
-           "train_horovod"]
+__all__ = ["HorovodError", "HorovodResult", "RankFailure", "horovod_available",
+           "rank_failure", "run_horovod", "train_horovod"]
 
 #: How to get Horovod for this package: it is compiled against the installed MXNet.
 INSTALL_HINT = (
@@ -171,27 +173,79 @@ def train_horovod(
 
 
 def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
-                   kill_rank: int | None = None) -> None:
+                   kill_rank: int | None = None, how: str = "kill",
+                   keeper: bool = False, meet: str | None = None) -> None:
     """Worker program: rank ``r`` allreduces ``(r + 1) * ones(shape)`` (a sum),
     ``rounds`` times.
 
-    With two ranks every rank receives arrays of ``1 + 2 = 3``. With ``kill_rank`` that
-    rank prints the time and kills itself with ``SIGKILL`` before its second round, as a
-    crashed machine would. Prints one JSON line per round (and one for the kill).
+    With two ranks every rank receives arrays of ``1 + 2 = 3``. Before its second round
+    the rank ``kill_rank`` prints the time and, with ``how="kill"``, kills itself with
+    ``SIGKILL`` (the process is gone and the kernel closes its sockets, as when it
+    crashes); with ``how="stop"`` it stops itself with ``SIGSTOP`` (it stays, silent,
+    its sockets open, as on a machine that hangs). A rank whose allreduce fails prints
+    the time and the error, then raises it. With ``keeper`` the rank runs in a child
+    process and its parent, the process ``horovodrun`` watches, outlives a rank that
+    was killed: ``horovodrun`` does not see it die, and the other ranks are on their
+    own. In ``meet``, a directory, the ranks wait for each other before ``hvd.init()``,
+    so that a short ``HOROVOD_GLOO_TIMEOUT_SECONDS`` does not cut the rendezvous of a
+    rank that was slow to start. Prints one JSON line per round and event.
     """
+    if how not in ("kill", "stop"):
+        raise ValueError(f"how must be 'kill' or 'stop', not {how!r}")
+    if keeper:
+        _keep(["--shape", repr(tuple(shape)), "--rounds", repr(rounds),
+               "--kill-rank", repr(kill_rank), "--how", how, "--meet", repr(meet)])
     from mgpu._mx import mx
 
+    if meet is not None:
+        import horovod.mxnet  # noqa: F401  (loading Horovod is the slow part)
+
+        _meet(Path(meet), int(os.environ["HOROVOD_RANK"]),
+              int(os.environ["HOROVOD_SIZE"]))
     hvd = _hvd()
     rank = hvd.rank()
     for step in range(rounds):
         if step == 1 and rank == kill_rank:
-            _report(rank=rank, event="killing myself", pid=os.getpid(),
-                    time=time.time())
-            os.kill(os.getpid(), signal.SIGKILL)
-        summed = hvd.allreduce(mx.nd.ones(tuple(shape)) * (rank + 1), average=False,
-                               name=f"demo{step}")
+            stop = how == "stop"
+            _report(rank=rank, event="stopping myself" if stop else "killing myself",
+                    pid=os.getpid(), time=time.time())
+            os.kill(os.getpid(), signal.SIGSTOP if stop else signal.SIGKILL)
+        try:
+            summed = hvd.allreduce(mx.nd.ones(tuple(shape)) * (rank + 1),
+                                   average=False, name=f"demo{step}").asnumpy()
+        except Exception as err:
+            _report(rank=rank, event="allreduce failed", pid=os.getpid(),
+                    time=time.time(), error=str(err).strip().splitlines()[0])
+            raise
         _report(rank=rank, size=hvd.size(), round=step, pid=os.getpid(), sent=rank + 1,
-                received=summed.asnumpy().tolist())
+                received=summed.tolist())
+
+
+def _keep(options: list[str]) -> None:
+    """Run this rank in a child process; exit with its status, or outlive it if a
+    signal killed it (then ``horovodrun`` sees nothing until it ends the job)."""
+    child = subprocess.run([sys.executable, "-m", "mgpu", "hvd_allreduce", *options])
+    if child.returncode < 0:  # killed by a signal: wait for horovodrun's SIGTERM
+        while True:
+            time.sleep(60)
+    sys.exit(child.returncode)
+
+
+def _meet(directory: Path, rank: int, size: int, timeout: float = 300.0) -> None:
+    """Wait until ``size`` ranks have signed in ``directory`` (a barrier on one
+    machine).
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _meet(Path(d), 0, 1)
+    """
+    (directory / f"rank{rank}").touch()
+    deadline = time.monotonic() + timeout
+    while len(list(directory.glob("rank*"))) < size:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"meet: only {len(list(directory.glob('rank*')))} of "
+                               f"{size} ranks arrived in {directory} in {timeout:g} s")
+        time.sleep(0.01)
 
 
 def allreduce_timing(rounds: int = 5, width: int = 64) -> None:
@@ -389,3 +443,120 @@ def _kill(pids: set[int]) -> None:
 def _last_lines(text: str, n: int = 3) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return " / ".join(lines[-n:]) if lines else "(no output on stderr)"
+
+
+# --- a rank that dies
+# ------------------------------------------------------------------------------
+
+
+@dataclass
+class RankFailure:
+    """What the ranks of a :func:`rank_failure` job did when one of them was killed
+    or stopped."""
+
+    how: str  #: ``"kill"`` (``SIGKILL``) or ``"stop"`` (``SIGSTOP``)
+    victim: int  #: the rank that was killed or stopped
+    hide_exit: bool  #: whether a keeper process hid the victim's exit from horovodrun
+    gloo_timeout: int  #: ``HOROVOD_GLOO_TIMEOUT_SECONDS`` given to the ranks
+    result: HorovodResult  #: the whole job, as :func:`run_horovod` saw it
+    struck: float  #: ``time.time()`` when the victim killed or stopped itself
+    #: seconds from ``struck`` to the failure, for each rank whose allreduce failed
+    failed_after: dict[int, float]
+    gloo_error: str  #: Gloo's error in the other ranks' log, without addresses
+    gloo_source: str  #: where Gloo raised it, e.g. ``gloo/transport/tcp/pair.cc:598``
+    #: each rank's exit status as horovodrun printed it (128 + signal if killed); it
+    #: prints none for 0, and sometimes none for a rank it terminated
+    exit_codes: dict[int, int]
+
+    @property
+    def ended_after(self) -> float:
+        """Seconds from the kill (or stop) to the exit of ``horovodrun``."""
+        return self.result.ended - self.struck
+
+    @property
+    def left_running(self) -> list[int]:
+        """Processes of the job still alive after ``horovodrun`` exited."""
+        return self.result.left_running
+
+
+def _gloo_error(log: str) -> tuple[str, str]:
+    """Gloo's message in a rank's log and the source line that raised it; addresses
+    are left out.
+
+    >>> _gloo_error("[0]<stderr>:[...] Horovod background loop uncaught exception: "
+    ...             "[/b/third_party/gloo/gloo/transport/tcp/pair.cc:589] "
+    ...             "Read error [127.0.0.1]:46004: Connection reset by peer")
+    ('Read error: Connection reset by peer', 'gloo/transport/tcp/pair.cc:589')
+    >>> _gloo_error("nothing went wrong")
+    ('', '')
+    """
+    import re
+
+    found = re.search(r"uncaught exception: \[([^\]]+)\] (.*)", log)
+    if not found:
+        return "", ""
+    message = re.sub(r" ?\[[0-9a-fA-F.:]+\]:\d+", "", found.group(2)).strip()
+    return message, found.group(1).split("third_party/gloo/")[-1]
+
+
+def rank_failure(
+    how: str = "kill",
+    *,
+    victim: int = 1,
+    np: int = 2,
+    hide_exit: bool = False,
+    gloo_timeout: int = 5,
+    timeout: float = 120.0,
+) -> RankFailure:
+    """Run ``allreduce_demo`` under ``horovodrun --gloo``, kill (``how="kill"``) or
+    stop (``how="stop"``) rank ``victim`` after its first round, and report what the
+    other ranks did.
+
+    ``SIGKILL`` ends the process and the kernel closes its sockets; ``SIGSTOP`` freezes
+    it with its sockets open, as a machine that hangs would. The ranks get
+    ``HOROVOD_GLOO_TIMEOUT_SECONDS=gloo_timeout`` (Horovod's default is 30) and meet
+    before ``hvd.init()``, so a short timeout cuts no rendezvous. With ``hide_exit``
+    (for ``"kill"``) every rank runs under a keeper process that outlives a killed
+    rank, so ``horovodrun`` cannot see the victim die: the other ranks are on their
+    own. A stopped rank never exits, so ``horovodrun`` cannot see it either. The job
+    runs on loopback through :func:`run_horovod` (``timeout`` seconds at most);
+    ``left_running`` lists its processes still alive after ``horovodrun`` exited.
+
+    >>> rank_failure("hang")
+    Traceback (most recent call last):
+    ...
+    ValueError: how must be 'kill' or 'stop', not 'hang'
+    """
+    import re
+    import tempfile
+
+    from mgpu.checks import positive_int
+
+    if how not in ("kill", "stop"):
+        raise ValueError(f"how must be 'kill' or 'stop', not {how!r}")
+    np = positive_int("np", np, minimum=2)
+    gloo_timeout = positive_int("gloo_timeout", gloo_timeout)
+    if not 0 <= int(victim) < np:
+        raise ValueError(f"victim must be a rank from 0 to {np - 1}, got {victim}")
+    if hide_exit and how == "stop":
+        raise ValueError("hide_exit=True is for how='kill': a stopped rank does not "
+                         "exit, so horovodrun cannot see it anyway")
+    with tempfile.TemporaryDirectory(prefix="mgpu-meet-") as meet:
+        program = [sys.executable, "-m", "mgpu", "hvd_allreduce", "--rounds", "3",
+                   "--kill-rank", str(int(victim)), "--how", how,
+                   "--keeper", str(bool(hide_exit)), "--meet", meet]
+        result = run_horovod(program, np=np, timeout=timeout, check=False,
+                             env={"HOROVOD_GLOO_TIMEOUT_SECONDS": str(gloo_timeout)})
+    reports = result.reports()
+    struck = [r["time"] for r in reports if r.get("event", "").endswith("myself")]
+    if not struck:
+        raise HorovodError(f"rank {victim} never reached its second round: "
+                           f"{result.error_line() or _last_lines(result.stderr)}",
+                           result)
+    failed = {r["rank"]: r["time"] - struck[0] for r in reports
+              if r.get("event") == "allreduce failed"}
+    codes = {int(rank): int(code) for rank, code in re.findall(
+        r"Process (\d+) exit with status code (\d+)\.", result.stdout)}
+    message, source = _gloo_error(result.stderr)
+    return RankFailure(how, int(victim), bool(hide_exit), gloo_timeout, result,
+                       struck[0], failed, message, source, codes)

@@ -43,26 +43,38 @@ def _report(**fields) -> None:
     print(json.dumps(fields), flush=True)
 
 
-def device_owners(sizes: Sequence[int], num_devices: int) -> list[int]:
+def device_owners(sizes: Sequence[int], num_devices: int,
+                  order: Sequence[int] | None = None) -> list[int]:
     """The device that sums each key in a ``device`` KVStore, in the order of ``sizes``.
 
-    ``CommDevice::InitMergeBuffer`` sorts the keys by size, largest first, and puts each
-    key's merge buffer on the device that holds the fewest numbers so far. Between
-    equally loaded devices its loop keeps the last one it visits (``size <= min_size``)
-    in the order of a hash map; here the highest id wins, which matches MXNet 1.9.1 on
-    two devices. Whatever the tie rule, the numbers summed per device come out the same.
+    At the first push, ``CommDevice::InitMergeBuffer`` (``src/kvstore/comm.h``) places
+    the merge buffer of every key initialised so far: largest key first, each on the
+    device that holds the fewest numbers yet. A tie goes to the device that comes
+    first in ``order``, the devices in the order of the first pushed key's arrays as
+    the store receives them; default ``0, 1, ...``. That is the caller's order when
+    one key is pushed at a time, as a Gluon ``Trainer`` does. A push of many keys in
+    one call passes through ``GroupKVPairs`` (``src/kvstore/kvstore_local.h``), whose
+    ``std::sort`` by key is not stable and may reorder a key's arrays: ResNet-18's 62
+    keys pushed from two devices at once behave as ``order=[1, 0]``. Any order gives
+    the same loads, only on other devices; keys of equal size may trade owners.
 
     >>> device_owners([10, 1000, 10, 500, 490], 2)
+    [1, 0, 0, 1, 1]
+    >>> device_owners([10, 1000, 10, 500, 490], 2, order=[1, 0])
     [0, 1, 1, 0, 0]
     """
     num_devices = positive_int("num_devices", num_devices)
     for i, n in enumerate(sizes):
         positive_int(f"sizes[{i}]", n)
+    rank = list(range(num_devices)) if order is None else list(order)
+    if sorted(rank) != list(range(num_devices)):
+        raise ValueError(f"order must list each of the devices 0 to {num_devices - 1} "
+                         f"once, got {order}")
     load = [0] * num_devices
     owner = [0] * len(sizes)
     for key in sorted(range(len(sizes)), key=lambda k: -sizes[k]):
         least = min(load)
-        owner[key] = max(d for d in range(num_devices) if load[d] == least)
+        owner[key] = next(d for d in rank if load[d] == least)
         load[owner[key]] += sizes[key]
     return owner
 
@@ -142,17 +154,20 @@ def _difference(after: dict[str, list[int]],
             for peer, v in after.items()}
 
 
-def reduce_timeline(kvstore: str = "device", width: int = 16,
-                    num_devices: int = 2) -> None:
+def reduce_timeline(kvstore: str = "device", width: int = 16, num_devices: int = 2,
+                    one_key_at_a_time: bool = False) -> None:
     """Program: push and pull ResNet-18's gradients from ``num_devices`` CPU devices
-    through a single-machine KVStore under MXNet's profiler; print the operators per
-    engine queue.
+    through a single-machine KVStore under MXNet's profiler; print which operations
+    ran, where the profiler files them, and on which thread.
 
-    Prints one JSON line: ``ops`` maps ``"name@queue"`` to ``[count, milliseconds]``,
-    where a queue is the profiler's device index (``cpu(i)`` is ``i``; a higher index is
-    another kind of memory, such as the pinned host memory of ``local``); ``sizes``
-    lists the keys' sizes and ``pulled`` the distinct values pulled (device ``i`` pushes
-    ``i + 1``).
+    All keys go in one ``push`` and one ``pull`` call, or with ``one_key_at_a_time``
+    one key per call, as a Gluon ``Trainer`` does. Device ``i`` pushes ``i + 1``.
+    Before the push, one ``dot`` on each device names its worker thread: the thread
+    that ran it. Prints one JSON line: ``ops`` lists ``[name, device, worker, count]``,
+    where ``device`` is the profiler's device index (:class:`mgpu.timing.EngineEvent`)
+    and ``worker`` is ``i`` for the worker thread of ``cpu(i)``, ``null`` for any
+    other thread; ``threads`` maps each name to the number of threads that ran it;
+    ``sizes`` lists the keys' sizes and ``pulled`` the distinct values pulled.
     """
     from mgpu._mx import mx
     from mgpu.devices import devices
@@ -166,32 +181,56 @@ def reduce_timeline(kvstore: str = "device", width: int = 16,
              for s in shapes]
     outs = [[mx.nd.zeros(s, ctx=d) for d in devs] for s in shapes]
     keys = list(range(len(shapes)))
+    markers = [mx.nd.ones((4, 4), ctx=d) for d in devs]
     kv.init(keys, [g[0] for g in grads])
-    kv.push(keys, grads)  # the first push allocates the merge buffers
-    kv.pull(keys, out=outs)
+
+    def push_pull() -> None:
+        if one_key_at_a_time:
+            for k in keys:
+                kv.push(k, grads[k])
+                kv.pull(k, out=outs[k])
+        else:
+            kv.push(keys, grads)
+            kv.pull(keys, out=outs)
+
+    def work() -> None:
+        for m in markers:
+            mx.nd.dot(m, m)
+        mx.nd.waitall()
+        push_pull()
+
+    push_pull()  # the first push allocates the merge buffers
     mx.nd.waitall()
-    events = engine_timeline(lambda: (kv.push(keys, grads), kv.pull(keys, out=outs)))
-    ops: dict[str, list] = {}
+    events = engine_timeline(work)
+    worker = {e.thread: e.device for e in events if e.name == "dot"}
+    rows: dict[tuple, int] = {}
+    threads: dict[str, set[int]] = {}
     for e in events:
-        entry = ops.setdefault(f"{e.name}@{e.device}", [0, 0.0])
-        entry[0] += 1
-        entry[1] += e.end_ms - e.start_ms
+        if e.name in ("dot", "DeleteVariable"):
+            continue
+        key = (e.name, e.device, worker.get(e.thread))
+        rows[key] = rows.get(key, 0) + 1
+        threads.setdefault(e.name, set()).add(e.thread)
     pulled = sorted({float(x) for row in outs for o in row
                      for x in o.asnumpy().ravel()})
-    _report(kvstore=kvstore, num_devices=num_devices, ops=ops,
+    _report(kvstore=kvstore, num_devices=num_devices,
+            one_key_at_a_time=one_key_at_a_time,
+            ops=[[*key, n] for key, n in sorted(rows.items(), key=str)],
+            threads={name: len(t) for name, t in sorted(threads.items())},
             sizes=[int(mx.nd.zeros(s).size) for s in shapes], pulled=pulled)
 
 
 def step_timeline(kvstore: str = "device", width: int = 8, batch_size: int = 32,
-                  repeats: int = 3) -> None:
+                  repeats: int = 7) -> None:
     """Program: training steps of ResNet-18 on two CPU devices with a Gluon ``Trainer``.
 
-    Times ``repeats`` steps two ways, alternating: as Gluon runs them (``trainer.step``
-    right after ``backward``, so the engine may reduce some gradients while others are
-    still being computed) and with ``mx.nd.waitall()`` between ``backward`` and
-    ``trainer.step`` (no overlap). Then records one step under the profiler. Prints one
-    JSON line with the median milliseconds of each and the profiled operators as
-    ``[name, queue, start, end]``.
+    Times ``repeats`` pairs of steps, one of each kind in turn: as Gluon runs them
+    (``trainer.step`` right after ``backward``, so the engine may reduce some gradients
+    while others are still being computed) and with ``mx.nd.waitall()`` between
+    ``backward`` and ``trainer.step`` (no overlap). Then records one step under the
+    profiler. Prints one JSON line with the milliseconds of every step of each kind
+    (``overlap_ms``, ``waitall_ms``, in the order run) and the profiled operators as
+    ``[name, device, thread, start, end]`` (:class:`mgpu.timing.EngineEvent`).
     """
     from mxnet import autograd, gluon
 
@@ -200,6 +239,7 @@ def step_timeline(kvstore: str = "device", width: int = 8, batch_size: int = 32,
     from mgpu.models import resnet18_28
     from mgpu.timing import engine_timeline
 
+    repeats = positive_int("repeats", repeats)
     devs = devices(2)
     mx.random.seed(0)
     net = resnet18_28(width=width)
@@ -231,9 +271,9 @@ def step_timeline(kvstore: str = "device", width: int = 8, batch_size: int = 32,
             mx.nd.waitall()
             times[wait].append((time.perf_counter() - start) * 1e3)
     events = engine_timeline(lambda: step(False))
-    median = {w: sorted(t)[len(t) // 2] for w, t in times.items()}
-    _report(kvstore=kvstore, overlap_ms=median[False], waitall_ms=median[True],
-            events=[[e.name, e.device, round(e.start_ms, 3), round(e.end_ms, 3)]
+    _report(kvstore=kvstore, overlap_ms=times[False], waitall_ms=times[True],
+            events=[[e.name, e.device, e.thread, round(e.start_ms, 3),
+                     round(e.end_ms, 3)]
                     for e in events if e.name != "DeleteVariable"])
 
 

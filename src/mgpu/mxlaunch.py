@@ -3,8 +3,8 @@
 The MXNet wheel ships ``mxnet/tools/launch.py``, which starts a parameter-server job (a
 scheduler, servers and workers) locally or on the hosts of a host file over ``ssh``,
 with the ``dmlc_tracker`` package. As shipped it cannot run on the Python versions this
-book uses, and it has two more gaps; this command runs the wheel's own ``launch.py``
-with four fixes:
+book uses, and it has more gaps; this command runs the wheel's own ``launch.py``
+with five fixes:
 
 1. ``dmlc_tracker`` calls ``threading.Thread.isAlive()``, which Python 3.9 removed (it
    is ``is_alive()``): every launcher mode fails with ``AttributeError``. The method is
@@ -23,6 +23,19 @@ with four fixes:
    stops an ``ssh`` client, the remote terminal hangs up and the remote process gets
    ``SIGHUP``, instead of waiting forever on a machine nobody watches. ``BatchMode=yes``
    makes a missing key fail at once instead of asking for a password.
+5. The environment. ``dmlc_tracker/ssh.py`` (``get_env``) starts every remote process
+   with ``export NAME=VALUE;`` on its ``ssh`` command line, for the tracker's ``DMLC_*``
+   variables and for ``OMP_NUM_THREADS``, ``KMP_AFFINITY``, ``LD_LIBRARY_PATH``,
+   ``DMLC_INTERFACE``, ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` when they
+   are set here: the AWS keys can then be read in the process list of both machines.
+   ``launch.py``'s ``--env NAME``, ``--env-worker NAME:VALUE`` and ``--env-server
+   NAME:VALUE`` never arrive: ``dmlc_tracker`` ignores ``--env`` except on YARN and
+   does not know the other two, which end up in the command itself. Here no
+   credential is put on a command line: the AWS variables (``AWS_SESSION_TOKEN`` too)
+   and every ``--env*`` variable whose name contains KEY, SECRET, TOKEN, PASSWORD,
+   PASSWD or CREDENTIAL are dropped, with a warning that names them and says how to
+   pass them instead; the other ``--env*`` variables reach the servers and workers
+   (with ``--launcher local`` or ``ssh``).
 
 Usage (the options of ``launch.py`` follow the two of this command)::
 
@@ -36,6 +49,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -47,6 +61,149 @@ from pathlib import Path
 __all__: list[str] = []  # a command (python -m mgpu.mxlaunch), not a library
 
 _TERM_GRACE = 3.0
+
+#: What ``dmlc_tracker/ssh.py``'s ``get_env`` copies from this environment onto the
+#: remote command line, less the AWS keys.
+_SSH_PASSED = ("OMP_NUM_THREADS", "KMP_AFFINITY", "LD_LIBRARY_PATH", "DMLC_INTERFACE")
+#: Never put on a command line (``get_env`` exports the first two).
+_AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+_SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL")
+_INSTEAD = ("give the job what it needs on the machine that runs it instead: in a "
+            "file that only your user can read there (chmod 600), such as "
+            "~/.aws/credentials, which the AWS tools read themselves, or in the "
+            "environment your account sets up on that machine")
+
+
+def _is_credential(name: str) -> bool:
+    """Whether an environment variable's name says that it holds a secret.
+
+    >>> [_is_credential(n) for n in ("AWS_ACCESS_KEY_ID", "HF_TOKEN", "db_password",
+    ...                              "OMP_NUM_THREADS", "DMLC_PS_ROOT_URI")]
+    [True, True, True, False, False]
+    """
+    upper = name.upper()
+    return upper in _AWS or any(word in upper for word in _SECRET_WORDS)
+
+
+def _warn(text: str) -> None:
+    print(f"mxlaunch: warning: {text}", file=sys.stderr, flush=True)
+
+
+class _Env:
+    """``launch.py``'s ``--env``, ``--env-worker`` and ``--env-server`` variables."""
+
+    def __init__(self) -> None:
+        self.roles: dict[str, dict[str, str]] = {"worker": {}, "server": {}}
+        self.given = False
+
+    def for_role(self, role: str | None) -> dict[str, str]:
+        """The variables for a process of ``role``: ``{}`` for the scheduler."""
+        return dict(self.roles.get(role or "", {}))
+
+
+def _option_name(word: str) -> str | None:
+    """The ``--env*`` option that ``word`` (an argument) names, as ``argparse`` reads
+    it (abbreviations too), or None.
+
+    >>> [_option_name(w) for w in ("--env", "--env=X", "--env-w", "--environ", "-n")]
+    ['--env', '--env', '--env-worker', None, None]
+    """
+    name = word.partition("=")[0]
+    if name == "--env":
+        return name
+    for full in ("--env-worker", "--env-server"):
+        if len(name) > len("--env-") and full.startswith(name):
+            return full
+    return None
+
+
+def _env_options(words: list[str], ssh: bool) -> tuple[list[str], _Env]:
+    """Take the ``--env*`` options out of ``launch.py``'s ``words``; drop credentials.
+
+    Returns the remaining words and the variables for each role. Like ``launch.py``'s
+    parser, it reads the options anywhere before a ``--``.
+
+    >>> rest, env = _env_options(["-n", "1", "--env-worker", "A:1", "--env-server=B:2",
+    ...                           "cmd"], ssh=False)
+    >>> rest, env.for_role("worker"), env.for_role("server"), env.for_role("scheduler")
+    (['-n', '1', 'cmd'], {'A': '1'}, {'B': '2'}, {})
+    """
+    env, rest, i = _Env(), [], 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            rest += words[i:]
+            break
+        option = _option_name(word)
+        if option is None:
+            rest.append(word)
+            i += 1
+            continue
+        if "=" in word:
+            value, i = word.partition("=")[2], i + 1
+        elif i + 1 < len(words):
+            value, i = words[i + 1], i + 2
+        else:
+            raise SystemExit(f"mxlaunch: {option} needs a value")
+        env.given = True
+        if option == "--env":
+            name, given_here = value, False
+        else:
+            name, sep, value = value.partition(":")
+            if not sep:
+                raise SystemExit(f"mxlaunch: {option} needs NAME:VALUE, got {name!r}")
+            given_here = True
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise SystemExit(f"mxlaunch: {option} {name!r} is not a variable name")
+        if _is_credential(name):
+            here = (" (its value is on this command's own command line too)"
+                    if given_here else "")
+            _warn(f"{option} {name} was dropped: its name looks like a credential, and "
+                  "mxlaunch puts no credential on a command line, where every user of "
+                  f"the machine can read it (ps){here}; {_INSTEAD}")
+            continue
+        if option == "--env":
+            if name not in os.environ:
+                _warn(f"--env {name}: {name} is not set here, so it is not passed on")
+                continue
+            value = os.environ[name]
+        if ssh and "'" in value:
+            raise SystemExit(f"mxlaunch: the value of {option} {name} contains a "
+                             "single quote, which launch.py's ssh command line cannot "
+                             "carry")
+        roles = {"--env": ("worker", "server"), "--env-worker": ("worker",),
+                 "--env-server": ("server",)}[option]
+        for role in roles:
+            env.roles[role][name] = value
+    return rest, env
+
+
+def _remote_word(value: str) -> str:
+    """``value`` as one word of the remote shell, inside ``ssh``'s single quotes.
+
+    >>> _remote_word("/usr/lib:/opt/lib"), _remote_word("a b$c")
+    ('/usr/lib:/opt/lib', '"a b\\\\$c"')
+    """
+    if re.fullmatch(r"[\w.,:/@%+=-]*", value):
+        return value
+    return '"' + re.sub(r'([\\"$`])', r"\\\1", value) + '"'
+
+
+def _ssh_exports(pass_envs: dict, env: _Env) -> str:
+    """What replaces ``dmlc_tracker.ssh.get_env``: the ``export NAME=VALUE;`` words
+    that start a remote command, without any credential.
+
+    >>> from unittest import mock
+    >>> here = {"AWS_SECRET_ACCESS_KEY": "do-not-show", "OMP_NUM_THREADS": "2"}
+    >>> with mock.patch.dict(os.environ, here, clear=True):
+    ...     _ssh_exports({"DMLC_ROLE": "worker"}, _Env())
+    'export OMP_NUM_THREADS=2; export DMLC_ROLE=worker;'
+    """
+    values = {k: os.environ[k] for k in _SSH_PASSED if k in os.environ}
+    values.update({str(k): str(v) for k, v in pass_envs.items()})
+    values.update(env.for_role(pass_envs.get("DMLC_ROLE")))
+    return " ".join(f"export {k}={_remote_word(v)};" for k, v in values.items()
+                    if not _is_credential(k))
 
 
 def launch_py() -> Path:
@@ -154,7 +311,7 @@ def _free_port(host: str) -> int:
         return s.getsockname()[1]
 
 
-def _patch(host_ip: str, local: bool, procs: _Processes) -> None:
+def _patch(host_ip: str, local: bool, procs: _Processes, env: _Env) -> None:
     """Fix ``dmlc_tracker`` in this process (see the module's docstring)."""
     if not hasattr(threading.Thread, "isAlive"):
         threading.Thread.isAlive = threading.Thread.is_alive  # fix 1
@@ -165,6 +322,14 @@ def _patch(host_ip: str, local: bool, procs: _Processes) -> None:
     tracker.get_host_ip = lambda hostIP=None: host_ip  # fix 2
     for module in (tracker, dmlc_local, dmlc_ssh):  # fixes 3 and 4
         module.subprocess = procs
+    dmlc_ssh.get_env = lambda pass_envs: _ssh_exports(pass_envs, env)  # fix 5
+    run_local = dmlc_local.exec_cmd
+
+    def exec_cmd(cmd, num_attempt, role, taskid, pass_env):
+        return run_local(cmd, num_attempt, role, taskid,
+                         {**pass_env, **env.for_role(role)})
+
+    dmlc_local.exec_cmd = exec_cmd
 
     class Scheduler(tracker.PSTracker):
         """``PSTracker`` whose port is picked on ``host_ip`` only (not on every
@@ -218,6 +383,22 @@ def _options(argv: list[str]) -> tuple[str, float, list[str]]:
     return host_ip, timeout, rest
 
 
+def _launcher(words: list[str]) -> str:
+    """The value of ``launch.py``'s ``--launcher`` (``ssh`` when not given).
+
+    >>> _launcher(["-n", "2", "--launcher", "local", "cmd"]), _launcher(["cmd"])
+    ('local', 'ssh')
+    """
+    for i, word in enumerate(words):
+        if word == "--":
+            break
+        if word.startswith("--launcher="):
+            return word.partition("=")[2]
+        if word == "--launcher" and i + 1 < len(words):
+            return words[i + 1]
+    return "ssh"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run MXNet's ``launch.py`` with the fixes above; return the exit status."""
     host_ip, timeout, rest = _options(sys.argv[1:] if argv is None else argv)
@@ -226,10 +407,20 @@ def main(argv: list[str] | None = None) -> int:
     spec = importlib.util.spec_from_file_location("mxnet_tools_launch", launch_py())
     launch = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(launch)  # defines main(); its __main__ block does not run
-    local = ("--launcher" in rest
-             and "local" in rest[rest.index("--launcher") + 1:][:1])
+    launcher = _launcher(rest)
+    rest, env = _env_options(rest, ssh=launcher == "ssh")
+    if env.given and launcher not in ("local", "ssh"):
+        raise SystemExit("mxlaunch: --env, --env-worker and --env-server work with "
+                         f"--launcher local or ssh, not {launcher}")
+    if launcher == "ssh":
+        for name in _AWS:
+            if name in os.environ:
+                _warn(f"{name} is set here but is not passed to the other machines: "
+                      "dmlc_tracker would put its value on the ssh command line, where "
+                      "every user of both machines can read it (ps); " + _INSTEAD)
+    local = launcher == "local"
     procs = _Processes(ssh_tty=not local)
-    _patch(host_ip, local, procs)
+    _patch(host_ip, local, procs, env)
     outcome: list[BaseException | None] = []
 
     def run() -> None:

@@ -15,8 +15,8 @@ import numpy as np
 from mgpu._mx import mx
 from mgpu.step import forward_backward
 
-__all__ = ["Benchmark", "EngineEvent", "device_speeds", "engine_timeline", "op_overhead",
-           "step_time"]
+__all__ = ["Benchmark", "EngineEvent", "device_speeds", "engine_operations",
+           "engine_timeline", "op_overhead", "step_time"]
 
 
 class Benchmark:
@@ -146,13 +146,13 @@ def op_overhead(
 
 @dataclass(frozen=True)
 class EngineEvent:
-    """One operator as MXNet's profiler saw it: its device, the thread that ran it, when.
+    """One operator as MXNet's profiler saw it: its device, its thread, and when.
 
     ``device`` is the context the operator was pushed with, not the queue that ran it:
     MXNet's profiler files each operator under its context (``cpu(1)`` -> 1, pinned
     memory -> the number of processors, ``src/profiler/profiler.cc``), while operators
     pushed with a priority property run on the engine's shared priority threads
-    (``src/engine/threaded_engine_perdevice.cc``). ``thread`` tells which worker ran it.
+    (``src/engine/threaded_engine_perdevice.cc``). ``thread`` tells which thread ran it.
     """
 
     name: str  #: the operator, e.g. ``"dot"`` or ``"CopyCPU2CPU"``
@@ -210,3 +210,70 @@ def engine_timeline(work: Callable[[], object]) -> list[EngineEvent]:
     t0 = min(start for start, _, _ in spans)
     return sorted((EngineEvent(name, int(pid), int(tid), (a - t0) / 1e3, (b - t0) / 1e3)
                    for a, b, (name, pid, tid) in spans), key=lambda ev: ev.start_ms)
+
+
+#: The operation that separates the pieces of work of :func:`engine_operations`.
+_MARKER_OP = "erf"
+
+
+def engine_operations(*works: Callable[[], object]) -> list[list[EngineEvent]]:
+    """The operations MXNet's engine runs for each of ``works``: the book's one way of
+    counting engine operations (``len()`` of each list).
+
+    The works run in turn under one :func:`engine_timeline` (MXNet's profiler records
+    once per process), each followed by a wait and one ``erf`` operation that marks
+    where the next begins. The engine's bookkeeping (``DeleteVariable``...,
+    ``mgpu.diagrams.event_category``) is left out. The trace profiler leaves the
+    engine's bulking on, so the count is that of a run without a profiler: the
+    imperative backward pass runs as ``ImperativeBulk`` operations of up to 15
+    operators (``Imperative::Backward``, ``src/imperative/imperative.cc``), each
+    counted once. MXNet's profiler with ``aggregate_stats=True`` turns bulking off
+    while it runs (``ThreadedEngine::bulk_size``, ``src/engine/threaded_engine.h``)
+    and counts every operator.
+
+    Warm the works up first: a first call may push one-off operations of MXNet's own
+    (such as seeding random generators). The example runs in a fresh process, as the
+    profiler would refuse a second recording:
+
+    >>> import subprocess, sys
+    >>> program = (
+    ...     "import mgpu; a = mgpu.mx.nd.ones((8, 8))\\n"
+    ...     "mgpu.mx.nd.dot(a, a).wait_to_read()  # warm-up\\n"
+    ...     "pieces = mgpu.engine_operations(lambda: mgpu.mx.nd.dot(a, a),\\n"
+    ...     "                                lambda: [a + 1 for _ in range(3)])\\n"
+    ...     "print([[e.name for e in piece] for piece in pieces])")
+    >>> subprocess.run([sys.executable, "-c", program], capture_output=True,
+    ...                text=True, check=True).stdout
+    "[['dot'], ['_plus_scalar', '_plus_scalar', '_plus_scalar']]\\n"
+    >>> engine_operations()
+    Traceback (most recent call last):
+    ...
+    ValueError: engine_operations: works is empty; pass one or more functions, e.g. ...
+    """
+    from mgpu.diagrams import event_category
+
+    if not works:
+        raise ValueError("engine_operations: works is empty; pass one or more "
+                         "functions, e.g. engine_operations(lambda: step(X, y))")
+    marker = mx.nd.zeros((1,))
+    marker.wait_to_read()
+
+    def run_all() -> None:
+        for work in works:
+            work()
+            mx.nd.waitall()
+            getattr(mx.nd, _MARKER_OP)(marker)
+            mx.nd.waitall()
+
+    pieces: list[list[EngineEvent]] = [[]]
+    for event in engine_timeline(run_all):
+        if event.name == _MARKER_OP:
+            pieces.append([])
+        elif event_category(event.name) is not None:
+            pieces[-1].append(event)
+    if len(pieces) != len(works) + 1:
+        raise RuntimeError(
+            f"engine_operations: found {len(pieces) - 1} marker operations "
+            f"({_MARKER_OP!r}) for {len(works)} works; a work that runs {_MARKER_OP!r} "
+            "itself cannot be counted this way")
+    return pieces[:-1]

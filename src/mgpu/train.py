@@ -85,8 +85,9 @@ def worker_shard(
     ``batch_size`` is the global batch, so each worker processes
     ``batch_size // num_workers`` examples per step. The shards are equal and cut to
     whole local batches: under ``dist_sync`` a worker with one batch more would push
-    once more and wait forever for the others, and the servers' optimizer refuses a step
-    whose batch size differs from the first one.
+    once more and wait forever for the others, and the worker's ``Trainer`` refuses a
+    step whose batch size differs from the first one (``_check_and_rescale_grad`` in
+    ``mxnet/gluon/trainer.py``), before anything is pushed.
 
     >>> X, y = np.zeros((1000, 1, 28, 28)), np.arange(1000)
     >>> [len(part) for part in worker_shard(X, y, 128, num_workers=2, rank=1)]
@@ -189,8 +190,8 @@ def _run_epoch(step: Step, batches, devices, progress: bool, total: int, epoch: 
     per device instead of four per batch and device; the seconds include that. Stops
     with :class:`NonFiniteLossError` at the first batch whose loss is not finite: each
     step reads the losses of the step two batches back, which also bounds how far Python
-    runs ahead of the devices (two batches in flight) without making the devices wait
-    for Python.
+    runs ahead of the devices (at most three steps queued or running) without making the
+    devices wait for Python.
     """
     # Per batch: (losses, outputs, labels), each with one array per device.
     kept: list[tuple] = []
