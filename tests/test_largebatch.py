@@ -65,6 +65,19 @@ def test_train_schedule_stops_on_divergence():
     assert curves.diverged and curves.test_acc[-1] == 0.0 and math.isnan(curves.epoch_loss[-1])
 
 
+def test_train_schedule_stops_at_the_end_of_the_epoch_that_diverged():
+    mx.random.seed(0)
+    net = nn.Dense(10)
+    net.initialize(mx.init.Xavier())
+    # 64 examples in batches of 16: 4 steps per epoch; the rate explodes in epoch 2
+    curves = mgpu.train_schedule(net, _toy(), 16, lambda s: 0.1 if s < 4 else 3e38,
+                                 num_epochs=3)
+    assert curves.diverged and len(curves.step_loss) == 8  # epoch 3 took no steps
+    assert all(math.isfinite(v) for v in curves.step_loss[:4])
+    assert curves.test_acc[0] > 0 and curves.test_acc[1:] == [0.0, 0.0]
+    assert not math.isfinite(curves.epoch_loss[1]) and math.isnan(curves.epoch_loss[2])
+
+
 def test_train_schedule_bad_input():
     net = nn.Dense(10)
     net.initialize()

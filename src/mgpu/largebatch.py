@@ -80,7 +80,8 @@ class Curves:
 
     @property
     def diverged(self) -> bool:
-        """Whether the loss became NaN or infinite (training then stopped)."""
+        """Whether a step's loss was NaN or infinite (the run then stopped at the end of
+        that epoch)."""
         return any(not math.isfinite(v) for v in self.step_loss)
 
 
@@ -96,8 +97,9 @@ def train_schedule(
     ``lr(step)``.
 
     The batches are taken in a fixed order (no shuffling), so two runs with the same
-    batch see the same examples in the same order. A loss that becomes NaN stops the
-    run: the remaining epochs are recorded with accuracy 0.
+    batch see the same examples in the same order. A loss that is NaN or infinite stops
+    the run at the end of its epoch: that epoch and the remaining ones are recorded with
+    test accuracy 0, the remaining ones with loss NaN and no steps.
 
     >>> ds = Dataset("toy", None, np.zeros((64, 1, 28, 28), np.uint8),
     ...              np.zeros(64, np.int32), np.zeros((16, 1, 28, 28), np.uint8),
