@@ -38,9 +38,9 @@ ALGORITHMS = {
 #: The name under which every round also measures mgpu.op_overhead() (not an algorithm).
 OP_OVERHEAD = "op_overhead"
 OP_OVERHEAD_WHAT = (
-    "mgpu.op_overhead() in microseconds, once per round between the algorithms: per operation "
+    "mgpu.op_overhead() in microseconds, once per round after the algorithms: per operation "
     "of a stream of 500 copies of a 16-element array from cpu(0) to cpu(1), from Python's push "
-    "to the engine's completion (waitall), the median of 3 such streams")
+    "to the engine's completion (waitall), the least of 3 such streams")
 #: The book's own algorithms besides the seeds': the best of them is held to KVStore 'local'.
 FROM_SCRATCH = ("scatter_gather", "ring", "fused_small0", "fused")
 
@@ -154,7 +154,7 @@ def run(cfg: dict) -> dict:
         "algorithms": ALGORITHMS, "from_scratch": list(FROM_SCRATCH),
         "method": "random gradients restored before every call (not timed); waitall, call, "
                   "waitall; algorithms interleaved round by round; every result checked against "
-                  "the NumPy sum once; mgpu.op_overhead() once per round, between the "
+                  "the NumPy sum once; mgpu.op_overhead() once per round, after the "
                   "algorithms (op_overhead_us of each device count)",
     }}
     for k in (2, 4):

@@ -89,6 +89,8 @@ html_css_files = ["mgpu.css"]
 # tables that show that they scroll sideways (_static/mgpu.js).
 html_js_files = [("mgpu.js", {"defer": "defer"})]
 html_sourcelink_suffix = ""  # serve .ipynb/.md downloads as themselves, not as .txt
+# The pages' MyST sources are in the source archive, not copied beside each edition (1 MB).
+html_copy_source = False
 html_theme_options = {
     "use_download_button": True,
     "use_fullscreen_button": False,

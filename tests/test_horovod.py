@@ -106,13 +106,15 @@ def test_a_killed_rank_ends_the_job_and_nothing_is_left():
     _nothing_left(result, {r["pid"] for r in result.reports()})
 
 
-def _rank_processes() -> list[int]:
-    """Live processes whose command line names a rank_failure job's meeting directory:
-    every rank, and every keeper, of such a job."""
+def _rank_processes(fault: horovod.RankFailure) -> list[int]:
+    """Live processes whose command line names this rank_failure job's meeting
+    directory: every rank, and every keeper, of this job (not of a concurrent one)."""
+    command = fault.result.command
+    meet = command[command.index("--meet") + 1].encode()
     found = []
     for pid, _, _ in processes():
         try:
-            if b"mgpu-meet-" in Path(f"/proc/{pid}/cmdline").read_bytes():
+            if meet in Path(f"/proc/{pid}/cmdline").read_bytes():
                 found.append(pid)
         except OSError:  # gone meanwhile
             pass
@@ -121,7 +123,7 @@ def _rank_processes() -> list[int]:
 
 def _no_rank_left(fault: horovod.RankFailure) -> None:
     _nothing_left(fault.result, {r["pid"] for r in fault.result.reports()})
-    assert _rank_processes() == [], "a rank (or its keeper) outlived the job"
+    assert _rank_processes(fault) == [], "a rank (or its keeper) outlived the job"
 
 
 @needs_horovod
@@ -152,9 +154,25 @@ def test_a_stopped_rank_holds_the_others_for_the_gloo_timeout():
     _no_rank_left(fault)
 
 
+@needs_horovod
+def test_a_sleeping_rank_holds_the_others_beyond_the_gloo_timeout():
+    # Rank 1's program sleeps, its background thread answers: no Gloo timeout, rank 0
+    # waits for it and gets the right sum.
+    fault = horovod.rank_failure("sleep", gloo_timeout=3, sleep=10, timeout=120)
+    assert fault.failed_after == {} and fault.gloo_error == ""
+    assert 10 <= fault.finished_after[0] < 20, fault.finished_after
+    (second,) = [r for r in fault.result.reports()
+                 if r.get("rank") == 0 and r.get("round") == 1]
+    assert second["received"] == [[3.0] * 3] * 2
+    assert fault.result.returncode == 0
+    _no_rank_left(fault)
+
+
 @pytest.mark.parametrize("kwargs, message", [
-    ({"how": "crash"}, "how must be 'kill' or 'stop'"),
+    ({"how": "crash"}, "how must be 'kill', 'stop' or 'sleep'"),
     ({"how": "stop", "hide_exit": True}, "hide_exit=True is for how='kill'"),
+    ({"how": "sleep", "hide_exit": True}, "hide_exit=True is for how='kill'"),
+    ({"how": "sleep", "sleep": -1}, "sleep must be a number of seconds >= 0"),
     ({"victim": 2}, "victim must be a rank from 0 to 1"),
     ({"np": 1}, "np must be at least 2"),
     ({"gloo_timeout": 0}, "gloo_timeout must be at least 1"),

@@ -445,6 +445,18 @@ def _zip_readme(language: str) -> str:
     )
 
 
+def _drop_source_download(app: Sphinx, pagename: str, templatename: str,
+                          context: dict[str, Any], doctree: Any) -> None:
+    """The download menu offers the notebook, not the page's MyST source: the source is in
+    the book's source archive, and the book does not copy it (``html_copy_source = False``),
+    so the theme's ``.md`` button (sphinx-book-theme's ``add_header_buttons``) would lead
+    nowhere."""
+    for button in context.get("header_buttons", []):
+        if button.get("label") == "download-buttons":
+            button["buttons"] = [b for b in button.get("buttons", [])
+                                 if b.get("label") != "download-source-button"]
+
+
 def _digest_of_this_file() -> str:
     return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
@@ -456,6 +468,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("mgpu_notebooks_version", _digest_of_this_file(), "html", types=(str,))
     app.connect("doctree-resolved", _write_notebook)
     app.connect("build-finished", _write_zip)
+    app.connect("html-page-context", _drop_source_download, priority=502)  # after the theme's
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": False}
 
 

@@ -153,9 +153,13 @@ def sample(t0):
         time.sleep(0.005)
 start_mb = resident_mb()
 # Reset the peak (VmHWM) to the current resident memory, so that it covers the loop
-# only: ru_maxrss would include every earlier peak, even the parent process's.
-with open("/proc/self/clear_refs", "w") as clear_refs:
-    clear_refs.write("5")
+# only: ru_maxrss keeps the peak carried over by exec, here the parent process's.
+try:
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+except OSError as e:
+    sys.exit("queue_memory needs Linux 4.0 or later: resetting the peak memory (VmHWM) "
+             f"by writing 5 to /proc/self/clear_refs failed: {e}")
 t0 = time.perf_counter()
 sampler = threading.Thread(target=sample, args=(t0,))
 sampler.start()
@@ -197,8 +201,9 @@ def queue_memory(wait: bool, steps: int = 40, size: int = 1024,
 
     The peak is the process's ``VmHWM`` (``/proc/self/status``), reset when the loop
     starts by writing ``5`` to ``/proc/self/clear_refs`` (Linux 4.0 or later), so it
-    covers the loop only. ``ru_maxrss`` cannot be reset: it also counts every earlier
-    peak, even one the parent process reached before it started this one.
+    covers the loop only. ``ru_maxrss`` would not do: it keeps the peak carried over by
+    ``exec`` (``exec_mmap`` in Linux's ``fs/exec.c``), which ``clear_refs`` does not
+    reset, and a process that Python's ``subprocess`` starts carries over its parent's.
 
     >>> run = queue_memory(wait=True, steps=3, size=64)
     >>> run.steps, run.finish_s >= run.push_s, run.peak_mb >= run.start_mb

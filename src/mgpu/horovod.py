@@ -172,9 +172,16 @@ def train_horovod(
     return hist
 
 
+#: what ``allreduce_demo``'s rank ``kill_rank`` does before its second round, and
+#: the event it reports just before
+STRUCK = {"kill": "killing myself", "stop": "stopping myself", "sleep": "sleeping"}
+HOWS = tuple(STRUCK)
+
+
 def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
                    kill_rank: int | None = None, how: str = "kill",
-                   keeper: bool = False, meet: str | None = None) -> None:
+                   keeper: bool = False, meet: str | None = None,
+                   sleep: float = 0.0) -> None:
     """Worker program: rank ``r`` allreduces ``(r + 1) * ones(shape)`` (a sum),
     ``rounds`` times.
 
@@ -182,7 +189,9 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
     the rank ``kill_rank`` prints the time and, with ``how="kill"``, kills itself with
     ``SIGKILL`` (the process is gone and the kernel closes its sockets, as when it
     crashes); with ``how="stop"`` it stops itself with ``SIGSTOP`` (it stays, silent,
-    its sockets open, as on a machine that hangs). A rank whose allreduce fails prints
+    its sockets open, as on a machine that hangs); with ``how="sleep"`` it sleeps
+    ``sleep`` seconds, then goes on (a program that is stuck or slow, while its
+    Horovod background thread runs on). A rank whose allreduce fails prints
     the time and the error, then raises it. With ``keeper`` the rank runs in a child
     process and its parent, the process ``horovodrun`` watches, outlives a rank that
     was killed: ``horovodrun`` does not see it die, and the other ranks are on their
@@ -190,11 +199,12 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
     so that a short ``HOROVOD_GLOO_TIMEOUT_SECONDS`` does not cut the rendezvous of a
     rank that was slow to start. Prints one JSON line per round and event.
     """
-    if how not in ("kill", "stop"):
-        raise ValueError(f"how must be 'kill' or 'stop', not {how!r}")
+    if how not in HOWS:
+        raise ValueError(f"how must be 'kill', 'stop' or 'sleep', not {how!r}")
     if keeper:
         _keep(["--shape", repr(tuple(shape)), "--rounds", repr(rounds),
-               "--kill-rank", repr(kill_rank), "--how", how, "--meet", repr(meet)])
+               "--kill-rank", repr(kill_rank), "--how", how, "--meet", repr(meet),
+               "--sleep", repr(float(sleep))])
     from mgpu._mx import mx
 
     if meet is not None:
@@ -206,10 +216,12 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
     rank = hvd.rank()
     for step in range(rounds):
         if step == 1 and rank == kill_rank:
-            stop = how == "stop"
-            _report(rank=rank, event="stopping myself" if stop else "killing myself",
-                    pid=os.getpid(), time=time.time())
-            os.kill(os.getpid(), signal.SIGSTOP if stop else signal.SIGKILL)
+            _report(rank=rank, event=STRUCK[how], pid=os.getpid(), time=time.time())
+            if how == "sleep":
+                time.sleep(sleep)
+            else:
+                stop = how == "stop"
+                os.kill(os.getpid(), signal.SIGSTOP if stop else signal.SIGKILL)
         try:
             summed = hvd.allreduce(mx.nd.ones(tuple(shape)) * (rank + 1),
                                    average=False, name=f"demo{step}").asnumpy()
@@ -218,7 +230,7 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
                     time=time.time(), error=str(err).strip().splitlines()[0])
             raise
         _report(rank=rank, size=hvd.size(), round=step, pid=os.getpid(), sent=rank + 1,
-                received=summed.tolist())
+                received=summed.tolist(), time=time.time())
 
 
 def _keep(options: list[str]) -> None:
@@ -454,12 +466,12 @@ class RankFailure:
     """What the ranks of a :func:`rank_failure` job did when one of them was killed
     or stopped."""
 
-    how: str  #: ``"kill"`` (``SIGKILL``) or ``"stop"`` (``SIGSTOP``)
-    victim: int  #: the rank that was killed or stopped
+    how: str  #: ``"kill"`` (``SIGKILL``), ``"stop"`` (``SIGSTOP``) or ``"sleep"``
+    victim: int  #: the rank that was killed, stopped or put to sleep
     hide_exit: bool  #: whether a keeper process hid the victim's exit from horovodrun
     gloo_timeout: int  #: ``HOROVOD_GLOO_TIMEOUT_SECONDS`` given to the ranks
     result: HorovodResult  #: the whole job, as :func:`run_horovod` saw it
-    struck: float  #: ``time.time()`` when the victim killed or stopped itself
+    struck: float  #: ``time.time()`` when the victim killed, stopped or slept
     #: seconds from ``struck`` to the failure, for each rank whose allreduce failed
     failed_after: dict[int, float]
     gloo_error: str  #: Gloo's error in the other ranks' log, without addresses
@@ -467,10 +479,14 @@ class RankFailure:
     #: each rank's exit status as horovodrun printed it (128 + signal if killed); it
     #: prints none for 0, and sometimes none for a rank it terminated
     exit_codes: dict[int, int]
+    #: seconds from ``struck`` to the end of the second allreduce, for each rank
+    #: whose second allreduce succeeded
+    finished_after: dict[int, float] = field(default_factory=dict)
+    sleep: float = 0.0  #: how long the victim slept (``how="sleep"``)
 
     @property
     def ended_after(self) -> float:
-        """Seconds from the kill (or stop) to the exit of ``horovodrun``."""
+        """Seconds from the kill (stop, sleep) to the exit of ``horovodrun``."""
         return self.result.ended - self.struck
 
     @property
@@ -507,10 +523,11 @@ def rank_failure(
     hide_exit: bool = False,
     gloo_timeout: int = 5,
     timeout: float = 120.0,
+    sleep: float | None = None,
 ) -> RankFailure:
-    """Run ``allreduce_demo`` under ``horovodrun --gloo``, kill (``how="kill"``) or
-    stop (``how="stop"``) rank ``victim`` after its first round, and report what the
-    other ranks did.
+    """Run ``allreduce_demo`` under ``horovodrun --gloo``, kill (``how="kill"``),
+    stop (``how="stop"``) or put to sleep (``how="sleep"``) rank ``victim`` after its
+    first round, and report what the other ranks did.
 
     ``SIGKILL`` ends the process and the kernel closes its sockets; ``SIGSTOP`` freezes
     it with its sockets open, as a machine that hangs would. The ranks get
@@ -518,37 +535,44 @@ def rank_failure(
     before ``hvd.init()``, so a short timeout cuts no rendezvous. With ``hide_exit``
     (for ``"kill"``) every rank runs under a keeper process that outlives a killed
     rank, so ``horovodrun`` cannot see the victim die: the other ranks are on their
-    own. A stopped rank never exits, so ``horovodrun`` cannot see it either. The job
+    own. A stopped rank never exits, so ``horovodrun`` cannot see it either. A
+    sleeping rank sleeps ``sleep`` seconds (three Gloo timeouts unless given), then
+    goes on while its Horovod background thread never stopped. The job
     runs on loopback through :func:`run_horovod` (``timeout`` seconds at most);
     ``left_running`` lists its processes still alive after ``horovodrun`` exited.
 
     >>> rank_failure("hang")
     Traceback (most recent call last):
     ...
-    ValueError: how must be 'kill' or 'stop', not 'hang'
+    ValueError: how must be 'kill', 'stop' or 'sleep', not 'hang'
     """
     import re
     import tempfile
 
     from mgpu.checks import positive_int
 
-    if how not in ("kill", "stop"):
-        raise ValueError(f"how must be 'kill' or 'stop', not {how!r}")
+    if how not in HOWS:
+        raise ValueError(f"how must be 'kill', 'stop' or 'sleep', not {how!r}")
     np = positive_int("np", np, minimum=2)
     gloo_timeout = positive_int("gloo_timeout", gloo_timeout)
     if not 0 <= int(victim) < np:
         raise ValueError(f"victim must be a rank from 0 to {np - 1}, got {victim}")
-    if hide_exit and how == "stop":
-        raise ValueError("hide_exit=True is for how='kill': a stopped rank does not "
-                         "exit, so horovodrun cannot see it anyway")
+    if hide_exit and how != "kill":
+        raise ValueError(f"hide_exit=True is for how='kill': with how={how!r} the rank "
+                         "does not exit, so horovodrun cannot see it anyway")
+    if sleep is None:
+        sleep = 3.0 * gloo_timeout
+    if how == "sleep" and not sleep >= 0:
+        raise ValueError(f"sleep must be a number of seconds >= 0, got {sleep!r}")
     with tempfile.TemporaryDirectory(prefix="mgpu-meet-") as meet:
         program = [sys.executable, "-m", "mgpu", "hvd_allreduce", "--rounds", "3",
                    "--kill-rank", str(int(victim)), "--how", how,
-                   "--keeper", str(bool(hide_exit)), "--meet", meet]
+                   "--keeper", str(bool(hide_exit)), "--meet", meet,
+                   "--sleep", repr(float(sleep) if how == "sleep" else 0.0)]
         result = run_horovod(program, np=np, timeout=timeout, check=False,
                              env={"HOROVOD_GLOO_TIMEOUT_SECONDS": str(gloo_timeout)})
     reports = result.reports()
-    struck = [r["time"] for r in reports if r.get("event", "").endswith("myself")]
+    struck = [r["time"] for r in reports if r.get("event") == STRUCK[how]]
     if not struck:
         raise HorovodError(f"rank {victim} never reached its second round: "
                            f"{result.error_line() or _last_lines(result.stderr)}",
@@ -557,6 +581,9 @@ def rank_failure(
               if r.get("event") == "allreduce failed"}
     codes = {int(rank): int(code) for rank, code in re.findall(
         r"Process (\d+) exit with status code (\d+)\.", result.stdout)}
+    finished = {r["rank"]: r["time"] - struck[0] for r in reports
+                if r.get("round") == 1 and "time" in r}
     message, source = _gloo_error(result.stderr)
     return RankFailure(how, int(victim), bool(hide_exit), gloo_timeout, result,
-                       struck[0], failed, message, source, codes)
+                       struck[0], failed, message, source, codes, finished,
+                       float(sleep) if how == "sleep" else 0.0)

@@ -52,11 +52,13 @@ def device_owners(sizes: Sequence[int], num_devices: int,
     device that holds the fewest numbers yet. A tie goes to the device that comes
     first in ``order``, the devices in the order of the first pushed key's arrays as
     the store receives them; default ``0, 1, ...``. That is the caller's order when
-    one key is pushed at a time, as a Gluon ``Trainer`` does. A push of many keys in
-    one call passes through ``GroupKVPairs`` (``src/kvstore/kvstore_local.h``), whose
-    ``std::sort`` by key is not stable and may reorder a key's arrays: ResNet-18's 62
-    keys pushed from two devices at once behave as ``order=[1, 0]``. Any order gives
-    the same loads, only on other devices; keys of equal size may trade owners.
+    one key is pushed at a time, as a Gluon ``Trainer`` does. Every push passes
+    through ``GroupKVPairs`` (``src/kvstore/kvstore_local.h``), whose ``std::sort`` by
+    key keeps the order of 16 or fewer pairs (libstdc++ only insertion-sorts so few),
+    so a key pushed alone keeps the caller's order; a call with many keys may reorder
+    a key's arrays: ResNet-18's 62 keys pushed from two devices at once behave as
+    ``order=[1, 0]``. Any order gives the same loads, only on other devices; keys of
+    equal size may trade owners.
 
     >>> device_owners([10, 1000, 10, 500, 490], 2)
     [1, 0, 0, 1, 1]
@@ -224,10 +226,11 @@ def step_timeline(kvstore: str = "device", width: int = 8, batch_size: int = 32,
                   repeats: int = 7) -> None:
     """Program: training steps of ResNet-18 on two CPU devices with a Gluon ``Trainer``.
 
-    Times ``repeats`` pairs of steps, one of each kind in turn: as Gluon runs them
-    (``trainer.step`` right after ``backward``, so the engine may reduce some gradients
-    while others are still being computed) and with ``mx.nd.waitall()`` between
-    ``backward`` and ``trainer.step`` (no overlap). Then records one step under the
+    Times ``repeats`` pairs of steps, one of each kind, which kind runs first
+    alternating from pair to pair: as Gluon runs them (``trainer.step`` right after
+    ``backward``, so the engine may reduce some gradients while others are still being
+    computed) and with ``mx.nd.waitall()`` between ``backward`` and ``trainer.step``
+    (no overlap). Then records one step under the
     profiler. Prints one JSON line with the milliseconds of every step of each kind
     (``overlap_ms``, ``waitall_ms``, in the order run) and the profiled operators as
     ``[name, device, thread, start, end]`` (:class:`mgpu.timing.EngineEvent`).
@@ -263,8 +266,8 @@ def step_timeline(kvstore: str = "device", width: int = 8, batch_size: int = 32,
     for _ in range(2):
         step(False)
     times: dict[bool, list[float]] = {False: [], True: []}
-    for _ in range(repeats):
-        for wait in (False, True):
+    for pair in range(repeats):
+        for wait in ((False, True), (True, False))[pair % 2]:
             mx.nd.waitall()
             start = time.perf_counter()
             step(wait)

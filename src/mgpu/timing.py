@@ -1,5 +1,5 @@
 """Timing asynchronous MXNet work honestly: a timer that waits, step and device speeds,
-and the engine's own timeline of which operator ran when, on which device's queue."""
+and the engine's own timeline of which operator ran when, on which device and thread."""
 
 from __future__ import annotations
 
@@ -119,8 +119,10 @@ def op_overhead(
 
     ``n`` copies of a 16-element array from ``devices[0]`` to ``devices[1]`` move almost
     no data, so their wall time, waited for with :func:`mx.nd.waitall`, is almost all
-    fixed cost: the Python call, the engine's scheduling and the copy's launch. The
-    result is the median over ``repeats`` of that time divided by ``n``.
+    fixed cost: the Python call, the engine's scheduling and the copy's launch, partly
+    overlapping as Python pushes while the engine runs. The result is the least over
+    ``repeats`` of that time divided by ``n``: other work on the machine only adds
+    time, so the least is the closest to the cost itself.
 
     >>> 0 < op_overhead(n=50, repeats=2) < 0.01
     True
@@ -141,7 +143,7 @@ def op_overhead(
             source.copyto(target)
         mx.nd.waitall()
         times.append((time.perf_counter() - start) / n)
-    return float(np.median(times))
+    return min(times)
 
 
 @dataclass(frozen=True)
@@ -150,9 +152,11 @@ class EngineEvent:
 
     ``device`` is the context the operator was pushed with, not the queue that ran it:
     MXNet's profiler files each operator under its context (``cpu(1)`` -> 1, pinned
-    memory -> the number of processors, ``src/profiler/profiler.cc``), while operators
-    pushed with a priority property run on the engine's shared priority threads
-    (``src/engine/threaded_engine_perdevice.cc``). ``thread`` tells which thread ran it.
+    memory -> ``cpu_num_ + gpu_num_``, the number of processors in a CPU-only build:
+    ``Profiler::DeviceIndex`` in ``src/profiler/profiler.h``), while operators pushed as
+    ``FnProperty::kCPUPrioritized`` run on the CPU priority threads that all CPU devices
+    share (``src/engine/threaded_engine_perdevice.cc``). ``thread`` tells which thread
+    ran it.
     """
 
     name: str  #: the operator, e.g. ``"dot"`` or ``"CopyCPU2CPU"``

@@ -190,8 +190,8 @@ def _run_epoch(step: Step, batches, devices, progress: bool, total: int, epoch: 
     per device instead of four per batch and device; the seconds include that. Stops
     with :class:`NonFiniteLossError` at the first batch whose loss is not finite: each
     step reads the losses of the step two batches back, which also bounds how far Python
-    runs ahead of the devices (at most three steps queued or running) without making the
-    devices wait for Python.
+    runs ahead of the devices (at most two steps queued beyond the one whose losses it
+    reads) without making the devices wait for Python.
     """
     # Per batch: (losses, outputs, labels), each with one array per device.
     kept: list[tuple] = []
