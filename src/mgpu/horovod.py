@@ -463,15 +463,16 @@ def _last_lines(text: str, n: int = 3) -> str:
 
 @dataclass
 class RankFailure:
-    """What the ranks of a :func:`rank_failure` job did when one of them was killed
-    or stopped."""
+    """What the ranks of a :func:`rank_failure` job did when one of them was killed,
+    stopped or put to sleep."""
 
     how: str  #: ``"kill"`` (``SIGKILL``), ``"stop"`` (``SIGSTOP``) or ``"sleep"``
     victim: int  #: the rank that was killed, stopped or put to sleep
     hide_exit: bool  #: whether a keeper process hid the victim's exit from horovodrun
     gloo_timeout: int  #: ``HOROVOD_GLOO_TIMEOUT_SECONDS`` given to the ranks
     result: HorovodResult  #: the whole job, as :func:`run_horovod` saw it
-    struck: float  #: ``time.time()`` when the victim killed, stopped or slept
+    #: ``time.time()`` when the victim killed or stopped itself, or fell asleep
+    struck: float
     #: seconds from ``struck`` to the failure, for each rank whose allreduce failed
     failed_after: dict[int, float]
     gloo_error: str  #: Gloo's error in the other ranks' log, without addresses
@@ -537,7 +538,7 @@ def rank_failure(
     rank, so ``horovodrun`` cannot see the victim die: the other ranks are on their
     own. A stopped rank never exits, so ``horovodrun`` cannot see it either. A
     sleeping rank sleeps ``sleep`` seconds (three Gloo timeouts unless given), then
-    goes on while its Horovod background thread never stopped. The job
+    goes on; its Horovod background thread runs all the while. The job
     runs on loopback through :func:`run_horovod` (``timeout`` seconds at most);
     ``left_running`` lists its processes still alive after ``horovodrun`` exited.
 
