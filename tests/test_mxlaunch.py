@@ -199,19 +199,35 @@ def _fake_ssh(tmp_path: Path) -> tuple[str, Path]:
     return str(bin_dir), log
 
 
-def _cmdlines_while(proc: subprocess.Popen, skip: int) -> list[str]:
-    """The command line of every process seen while ``proc`` runs (``skip`` excepted),
-    sampled every 10 ms from /proc."""
-    seen = set()
+def _fake_bash(tmp_path: Path) -> tuple[str, Path]:
+    """A ``bash`` that records its arguments (one JSON list per line), then runs /bin/bash.
+    ``dmlc_tracker/local.py`` (``exec_cmd``) starts every server and worker with
+    ``executable='bash'``, which is looked up on the PATH of the process's environment."""
+    bin_dir, log = tmp_path / "fake-bash", tmp_path / "bash-argv.jsonl"
+    bin_dir.mkdir()
+    (bin_dir / "bash").write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"with open({str(log)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv) + '\\n')\n"
+        "os.execv('/bin/bash', ['bash', *sys.argv[1:]])\n")
+    (bin_dir / "bash").chmod(0o755)
+    return str(bin_dir), log
+
+
+def _cmdlines_while(proc: subprocess.Popen) -> list[str]:
+    """The command line of every descendant of ``proc`` seen while it runs, sampled every
+    10 ms from /proc (only its own tree: another test run may use the same values).
+    ``proc``'s own command line is left out: its children have it too between their fork
+    and their exec."""
+    own, seen = " ".join(proc.args) + " ", set()
     while proc.poll() is None:
-        for d in Path("/proc").iterdir():
-            if d.name.isdigit() and int(d.name) != skip:
-                try:
-                    seen.add((d / "cmdline").read_bytes().replace(b"\0", b" ").decode())
-                except OSError:
-                    continue
+        for pid in descendants(proc.pid):
+            try:
+                seen.add(Path(f"/proc/{pid}/cmdline").read_bytes()
+                         .replace(b"\0", b" ").decode())
+            except OSError:
+                continue
         time.sleep(0.01)
-    return sorted(seen)
+    return sorted(seen - {own})
 
 
 def _env_job(tmp_path: Path, launcher: list[str], env: dict[str, str]):
@@ -228,7 +244,7 @@ def _env_job(tmp_path: Path, launcher: list[str], env: dict[str, str]):
          *options, *record, *WORKER, "push_pull_demo"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
         env={**os.environ, **SECRETS, "MGPU_BOTH": "both1", **env})
-    cmdlines = _cmdlines_while(proc, skip=proc.pid)
+    cmdlines = _cmdlines_while(proc)
     out, err = proc.communicate(timeout=150)
     seen = sorted(p.read_text().split() for p in tmp_path.glob("seen.*"))
     return proc, out, err, cmdlines, seen
@@ -261,6 +277,8 @@ def test_ssh_launch_puts_no_credential_on_any_command_line(tmp_path):
     for name in DROPPED:  # each dropped variable is named, with what to do instead
         assert name in err
     assert err.count("chmod 600") == len(DROPPED)
+    assert ("AWS_SESSION_TOKEN is set here but is not passed to the other machines: "
+            "mxlaunch passes no credential to them") in err
     # The other --env* variables arrive, each at the processes it was meant for.
     exports = [a[-1].split(" cd ")[0] for a in argvs]
     servers = [e for e in exports if "export DMLC_ROLE=server;" in e]
@@ -274,11 +292,20 @@ def test_ssh_launch_puts_no_credential_on_any_command_line(tmp_path):
 
 
 def test_local_launch_passes_env_options_and_drops_credentials(tmp_path):
-    proc, out, err, cmdlines, seen = _env_job(tmp_path, ["--launcher", "local"], {})
+    bash_bin, log = _fake_bash(tmp_path)
+    proc, out, err, cmdlines, seen = _env_job(
+        tmp_path, ["--launcher", "local"],
+        {"PATH": f"{bash_bin}{os.pathsep}{os.environ['PATH']}"})
     assert proc.returncode == 0, err
-    assert not [c for c in cmdlines if any(v in c for v in GIVEN_SECRETS.values())]
-    for name in ("MY_API_TOKEN", *GIVEN_SECRETS):
-        assert name in err
+    argvs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(argvs) == 3  # one server and two workers, started with bash -c
+    values = [*SECRETS.values(), *GIVEN_SECRETS.values()]
+    assert not [a for a in argvs if any(v in " ".join(a) for v in values)]
+    assert not [c for c in cmdlines if any(v in c for v in values)]
+    for name in GIVEN_SECRETS:
+        assert f"--env-worker {name} was dropped" in err
+    # Locally every process inherits the environment: --env MY_API_TOKEN is not "dropped".
+    assert "--env MY_API_TOKEN: with --launcher local every process inherits" in err
     assert "AWS_SECRET_ACCESS_KEY" not in err  # locally no command line carries the keys
     # launch.py's --env-worker and --env-server reach their processes (as shipped they
     # end up in the command: 'MGPU_W:w1: command not found').

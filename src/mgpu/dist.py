@@ -117,7 +117,8 @@ def replay_workers(num_workers: int = 1, subset: int = 2048, test_subset: int = 
     :func:`~mgpu.train.train` shuffles it (with ``order_seed + epoch``), and every step
     sums the devices' gradients and takes one SGD step for the global batch, as the
     servers do. Data and initial weights come from ``seed``, as in :func:`train_demo`;
-    ``order_seed`` (default ``seed``) changes only the order of the batches.
+    ``order_seed`` (default ``seed``) changes only the order of the images (which
+    share a batch, and in which sequence).
 
     >>> acc, checksum = replay_workers(2, subset=256, test_subset=100, batch_size=64)
     >>> 0 <= acc <= 1, len(checksum)

@@ -30,12 +30,15 @@ with five fixes:
    are set here: the AWS keys can then be read in the process list of both machines.
    ``launch.py``'s ``--env NAME``, ``--env-worker NAME:VALUE`` and ``--env-server
    NAME:VALUE`` never arrive: ``dmlc_tracker`` ignores ``--env`` except on YARN and
-   does not know the other two, which end up in the command itself. Here no
-   credential is put on a command line: the AWS variables (``AWS_SESSION_TOKEN`` too)
-   and every ``--env*`` variable whose name contains KEY, SECRET, TOKEN, PASSWORD,
-   PASSWD or CREDENTIAL are dropped, with a warning that names them and says how to
-   pass them instead; the other ``--env*`` variables reach the servers and workers
-   (with ``--launcher local`` or ``ssh``).
+   does not know the other two, which end up in the command itself. Here no variable
+   whose name looks like a credential is put on a command line: the AWS variables
+   (``AWS_SESSION_TOKEN`` too) and every ``--env*`` variable whose name contains KEY,
+   SECRET, TOKEN, PASS, AUTH, PRIVATE, CREDENTIAL or CONNECTION_STRING are dropped,
+   with a warning that names them and says how to pass them instead; the other
+   ``--env*`` variables reach the servers and workers (with ``--launcher local`` or
+   ``ssh``). The filter goes by name only: with ``ssh`` the values of the variables
+   that pass are on the ``ssh`` command line, so never pass a secret under another
+   name.
 
 Usage (the options of ``launch.py`` follow the two of this command)::
 
@@ -67,7 +70,8 @@ _TERM_GRACE = 3.0
 _SSH_PASSED = ("OMP_NUM_THREADS", "KMP_AFFINITY", "LD_LIBRARY_PATH", "DMLC_INTERFACE")
 #: Never put on a command line (``get_env`` exports the first two).
 _AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
-_SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASSWORD", "PASSWD", "CREDENTIAL")
+_SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASS", "AUTH", "PRIVATE", "CREDENTIAL",
+                 "CONNECTION_STRING")  # not PAT: it is in PATH
 _INSTEAD = ("give the job what it needs on the machine that runs it instead: in a "
             "file that only your user can read there (chmod 600), such as "
             "~/.aws/credentials, which the AWS tools read themselves, or in the "
@@ -78,15 +82,15 @@ def _is_credential(name: str) -> bool:
     """Whether an environment variable's name says that it holds a secret.
 
     >>> [_is_credential(n) for n in ("AWS_ACCESS_KEY_ID", "HF_TOKEN", "db_password",
-    ...                              "OMP_NUM_THREADS", "DMLC_PS_ROOT_URI")]
-    [True, True, True, False, False]
+    ...                              "PGPASS", "OMP_NUM_THREADS", "LD_LIBRARY_PATH")]
+    [True, True, True, True, False, False]
     """
     upper = name.upper()
     return upper in _AWS or any(word in upper for word in _SECRET_WORDS)
 
 
-def _warn(text: str) -> None:
-    print(f"mxlaunch: warning: {text}", file=sys.stderr, flush=True)
+def _warn(text: str, kind: str = "warning") -> None:
+    print(f"mxlaunch: {kind}: {text}", file=sys.stderr, flush=True)
 
 
 class _Env:
@@ -155,6 +159,13 @@ def _env_options(words: list[str], ssh: bool) -> tuple[list[str], _Env]:
             given_here = True
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
             raise SystemExit(f"mxlaunch: {option} {name!r} is not a variable name")
+        if _is_credential(name) and option == "--env" and not ssh:
+            # --launcher local: dmlc_tracker/local.py (exec_cmd) gives every process a
+            # copy of this environment, so nothing needs to be passed.
+            _warn(f"--env {name}: with --launcher local every process inherits this "
+                  f"environment, {name} included when it is set here, so it is not "
+                  "passed on by mxlaunch; no variable goes on a command line", "note")
+            continue
         if _is_credential(name):
             here = (" (its value is on this command's own command line too)"
                     if given_here else "")
@@ -384,19 +395,26 @@ def _options(argv: list[str]) -> tuple[str, float, list[str]]:
 
 
 def _launcher(words: list[str]) -> str:
-    """The value of ``launch.py``'s ``--launcher`` (``ssh`` when not given).
+    """The value of ``launch.py``'s ``--launcher`` (``ssh`` when not given), as
+    ``argparse`` reads it: abbreviations (``--l``, ``--launch``) too.
 
     >>> _launcher(["-n", "2", "--launcher", "local", "cmd"]), _launcher(["cmd"])
     ('local', 'ssh')
+    >>> _launcher(["--launch", "local", "cmd"]), _launcher(["--la=local", "cmd"])
+    ('local', 'local')
     """
+    found = "ssh"
     for i, word in enumerate(words):
         if word == "--":
             break
-        if word.startswith("--launcher="):
-            return word.partition("=")[2]
-        if word == "--launcher" and i + 1 < len(words):
-            return words[i + 1]
-    return "ssh"
+        name, sep, value = word.partition("=")
+        # --l is unambiguous among launch.py's long options (add_argument in main())
+        if len(name) > len("--") and "--launcher".startswith(name):
+            if sep:
+                found = value
+            elif i + 1 < len(words):
+                found = words[i + 1]
+    return found
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -414,10 +432,15 @@ def main(argv: list[str] | None = None) -> int:
                          f"--launcher local or ssh, not {launcher}")
     if launcher == "ssh":
         for name in _AWS:
-            if name in os.environ:
-                _warn(f"{name} is set here but is not passed to the other machines: "
-                      "dmlc_tracker would put its value on the ssh command line, where "
-                      "every user of both machines can read it (ps); " + _INSTEAD)
+            if name not in os.environ:
+                continue
+            if name == "AWS_SESSION_TOKEN":  # get_env does not export it either
+                why = "mxlaunch passes no credential to them"
+            else:
+                why = ("dmlc_tracker would put its value on the ssh command line, "
+                       "where every user of both machines can read it (ps)")
+            _warn(f"{name} is set here but is not passed to the other machines: "
+                  f"{why}; " + _INSTEAD)
     local = launcher == "local"
     procs = _Processes(ssh_tty=not local)
     _patch(host_ip, local, procs, env)
