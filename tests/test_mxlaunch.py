@@ -186,31 +186,31 @@ GIVEN_SECRETS = {"DB_PASSWORD": "db-password-x9", "service_key": "service-key-x9
 DROPPED = [*SECRETS, *GIVEN_SECRETS]
 
 
-def _fake_ssh(tmp_path: Path) -> tuple[str, Path]:
-    """An ``ssh`` that records its arguments (one JSON list per line) and runs the remote
-    command here, with bash, as sshd would on the other machine."""
-    bin_dir, log = tmp_path / "fake-bin", tmp_path / "ssh-argv.jsonl"
+def _recorder(tmp_path: Path, name: str, then: str) -> tuple[str, Path]:
+    """A program ``name`` in a fresh directory (returned, to put first on PATH) that records
+    its arguments (one JSON list per line, in the returned log) and then runs ``then``, a
+    line of Python that may use ``sys.argv``."""
+    bin_dir, log = tmp_path / f"fake-{name}", tmp_path / f"{name}-argv.jsonl"
     bin_dir.mkdir()
-    (bin_dir / "ssh").write_text(
+    (bin_dir / name).write_text(
         f"#!{sys.executable}\nimport json, os, sys\n"
         f"with open({str(log)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv) + '\\n')\n"
-        "os.execvp('bash', ['bash', '-c', sys.argv[-1]])\n")
-    (bin_dir / "ssh").chmod(0o755)
+        f"{then}\n")
+    (bin_dir / name).chmod(0o755)
     return str(bin_dir), log
+
+
+def _fake_ssh(tmp_path: Path) -> tuple[str, Path]:
+    """An ``ssh`` that records its arguments and runs the remote command here, with bash,
+    as sshd would on the other machine."""
+    return _recorder(tmp_path, "ssh", "os.execvp('bash', ['bash', '-c', sys.argv[-1]])")
 
 
 def _fake_bash(tmp_path: Path) -> tuple[str, Path]:
-    """A ``bash`` that records its arguments (one JSON list per line), then runs /bin/bash.
+    """A ``bash`` that records its arguments, then runs /bin/bash.
     ``dmlc_tracker/local.py`` (``exec_cmd``) starts every server and worker with
     ``executable='bash'``, which is looked up on the PATH of the process's environment."""
-    bin_dir, log = tmp_path / "fake-bash", tmp_path / "bash-argv.jsonl"
-    bin_dir.mkdir()
-    (bin_dir / "bash").write_text(
-        f"#!{sys.executable}\nimport json, os, sys\n"
-        f"with open({str(log)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv) + '\\n')\n"
-        "os.execv('/bin/bash', ['bash', *sys.argv[1:]])\n")
-    (bin_dir / "bash").chmod(0o755)
-    return str(bin_dir), log
+    return _recorder(tmp_path, "bash", "os.execv('/bin/bash', ['bash', *sys.argv[1:]])")
 
 
 def _cmdlines_while(proc: subprocess.Popen) -> list[str]:
