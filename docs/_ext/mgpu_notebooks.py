@@ -272,11 +272,27 @@ def _is_code_cell(node: nodes.Node) -> bool:
 
 
 def _clean_outputs(cell: Any, removed: bool) -> list[Any]:
-    """The cell's outputs as a reader should see them: no glue data, none the page removes."""
+    """The cell's outputs as a reader should see them: no glue data, none the page removes,
+    and each run of text on one stream once. MyST-NB's ``coalesce_streams`` merges a cell's
+    stream outputs into the first one in place and can leave the later ones behind, so the
+    notebook would print a line twice: a stream output whose text the previous output of the
+    same stream already ends with is dropped, and consecutive ones are joined."""
     if removed:
         return []
-    return [out for out in cell.get("outputs", [])
-            if "scrapbook" not in out.get("metadata", {})]
+    kept: list[Any] = []
+    for out in cell.get("outputs", []):
+        if "scrapbook" in out.get("metadata", {}):
+            continue
+        previous = kept[-1] if kept else None
+        if (out.get("output_type") == "stream" and previous is not None
+                and previous.get("output_type") == "stream"
+                and previous.get("name") == out.get("name")):
+            text, before = "".join(out.get("text", "")), "".join(previous.get("text", ""))
+            if not before.endswith(text):
+                kept[-1] = {**previous, "text": before + text}
+            continue
+        kept.append(out)
+    return kept
 
 
 def notebook_from_doctree(app: Sphinx, docname: str, doctree: nodes.document,

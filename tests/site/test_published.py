@@ -226,6 +226,19 @@ def test_notebooks_hold_no_myst_syntax(lang):
 
 
 @pytest.mark.parametrize("lang", LANGS)
+def test_notebooks_print_each_line_once(lang):
+    """A cell's text on one stream is one output: two in a row are how a line printed once
+    came to show twice (MyST-NB's coalesce_streams merges them into the first in place)."""
+    found = []
+    for name, nb in _notebooks(lang).items():
+        for i, cell in enumerate(nb["cells"]):
+            streams = [(o["output_type"], o.get("name")) for o in cell.get("outputs", [])]
+            if any(a == b == ("stream", a[1]) for a, b in zip(streams, streams[1:])):
+                found.append(f"{name} cell {i}")
+    assert not found, "stream outputs in a row (text printed twice?):\n" + "\n".join(found)
+
+
+@pytest.mark.parametrize("lang", LANGS)
 def test_downloads_are_the_clean_notebooks(lang):
     for name, nb in _notebooks(lang).items():
         download = json.loads((SITE / lang / "_sources" / f"{name}.ipynb").read_text("utf-8"))
