@@ -289,7 +289,8 @@ def _clean_outputs(cell: Any, removed: bool) -> list[Any]:
                 and previous.get("name") == out.get("name")):
             text, before = "".join(out.get("text", "")), "".join(previous.get("text", ""))
             if not before.endswith(text):
-                kept[-1] = {**previous, "text": before + text}
+                kept[-1] = copy.deepcopy(previous)  # a NotebookNode, as nbformat expects
+                kept[-1]["text"] = before + text
             continue
         kept.append(out)
     return kept
