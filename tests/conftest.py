@@ -12,6 +12,14 @@ from helpers import write_idx
 from mgpu.data import DataError, find_data_dir
 
 
+def pytest_collection_modifyitems(items):
+    """The tests under tests/cluster start several processes: mark them ``cluster``."""
+    cluster = os.path.join("tests", "cluster", "")
+    for item in items:
+        if cluster in str(item.path):
+            item.add_marker(pytest.mark.cluster)
+
+
 @pytest.fixture(autouse=True)
 def _no_device_override(monkeypatch):
     """Tests choose their devices themselves; a developer's MGPU_DEVICES must not leak in."""

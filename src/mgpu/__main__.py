@@ -1,17 +1,18 @@
 """``python -m mgpu PROGRAM [--name value ...]``: run one of the book's worker programs.
 
-A launcher on several machines (MXNet's ``launch.py``, :mod:`mgpu.mxlaunch`,
+A launcher on several machines (MXNet's ``launch.py``, :mod:`mgpu.cluster.mxlaunch`,
 ``horovodrun``) starts the same command line on every host, often through ``ssh``, which
 joins the arguments with spaces and loses any quoting. Code such as
 ``python -c "import mgpu; ..."`` does not survive that; this entry point does: every
 argument is a plain word. Values are Python literals (``2048``, ``0.2``, ``"(2, 3)"``)
 or, failing that, strings; dashes in names become underscores.
 
-Programs: ``train_demo``, ``push_pull_demo`` and ``push_pull_timing`` (:mod:`mgpu.dist`,
-for a parameter-server cluster), ``kv_reduce_timeline``, ``kv_step_timeline``,
-``kv_push_pull_traffic`` and ``kv_train_traffic`` (:mod:`mgpu.kvprobe`), ``hvd_train``,
-``hvd_allreduce`` and ``hvd_allreduce_timing`` (``train_demo``, ``allreduce_demo`` and
-``allreduce_timing`` of :mod:`mgpu.horovod`, under ``horovodrun``).
+Programs: ``train_demo``, ``push_pull_demo`` and ``push_pull_timing``
+(:mod:`mgpu.programs.ps`, for a parameter-server cluster), ``kv_reduce_timeline``,
+``kv_step_timeline``, ``kv_push_pull_traffic`` and ``kv_train_traffic``
+(:mod:`mgpu.probes.kvstore`), ``hvd_train``, ``hvd_allreduce`` and
+``hvd_allreduce_timing`` (``train_demo``, ``allreduce_demo`` and ``allreduce_timing`` of
+:mod:`mgpu.programs.horovod`, under ``horovodrun``).
 """
 
 from __future__ import annotations
@@ -21,16 +22,16 @@ import sys
 from collections.abc import Callable, Sequence
 
 PROGRAMS = {
-    "train_demo": ("mgpu.dist", "train_demo"),
-    "push_pull_demo": ("mgpu.dist", "push_pull_demo"),
-    "push_pull_timing": ("mgpu.dist", "push_pull_timing"),
-    "kv_reduce_timeline": ("mgpu.kvprobe", "reduce_timeline"),
-    "kv_step_timeline": ("mgpu.kvprobe", "step_timeline"),
-    "kv_push_pull_traffic": ("mgpu.kvprobe", "push_pull_traffic"),
-    "kv_train_traffic": ("mgpu.kvprobe", "train_traffic"),
-    "hvd_train": ("mgpu.horovod", "train_demo"),
-    "hvd_allreduce": ("mgpu.horovod", "allreduce_demo"),
-    "hvd_allreduce_timing": ("mgpu.horovod", "allreduce_timing"),
+    "train_demo": ("mgpu.programs.ps", "train_demo"),
+    "push_pull_demo": ("mgpu.programs.ps", "push_pull_demo"),
+    "push_pull_timing": ("mgpu.programs.ps", "push_pull_timing"),
+    "kv_reduce_timeline": ("mgpu.probes.kvstore", "reduce_timeline"),
+    "kv_step_timeline": ("mgpu.probes.kvstore", "step_timeline"),
+    "kv_push_pull_traffic": ("mgpu.probes.kvstore", "push_pull_traffic"),
+    "kv_train_traffic": ("mgpu.probes.kvstore", "train_traffic"),
+    "hvd_train": ("mgpu.programs.horovod", "train_demo"),
+    "hvd_allreduce": ("mgpu.programs.horovod", "allreduce_demo"),
+    "hvd_allreduce_timing": ("mgpu.programs.horovod", "allreduce_timing"),
 }
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mgpu._mx import mx
+from mgpu.backend import mx
 
 __all__ = ["check_devices", "check_labels", "positive_int", "positive_number"]
 

@@ -93,7 +93,7 @@ def _complete(directory: Path) -> bool:
 
 def _download() -> Path | None:
     """Fetch the official files with MXNet's own downloader (it checks their SHA-1)."""
-    from mgpu._mx import mx
+    from mgpu.backend import mx
 
     root = Path("~/.mxnet/datasets").expanduser() / NAME
     try:

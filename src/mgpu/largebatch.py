@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mgpu._mx import mx
+from mgpu.backend import mx
 from mgpu.checks import check_devices, positive_int, positive_number
 from mgpu.data import Dataset, iter_batches
 from mgpu.step import forward_backward
@@ -109,7 +109,7 @@ def train_schedule(
     >>> len(c.step_loss), c.test_acc
     (4, [1.0, 1.0])
     """
-    from mgpu.train import evaluate_accuracy
+    from mgpu.loop import evaluate_accuracy
 
     batch_size = positive_int("batch_size", batch_size)
     num_epochs = positive_int("num_epochs", num_epochs)

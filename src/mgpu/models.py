@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mgpu._mx import mx
+from mgpu.backend import mx
 
 __all__ = ["LENET_SHAPES", "LeNet", "gradient_shapes", "lenet_forward", "lenet_params",
            "resnet18_28"]

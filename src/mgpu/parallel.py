@@ -3,7 +3,7 @@
 These are two of the functions the from-scratch chapter teaches: splitting a minibatch
 across devices (:func:`split_and_load`, with :func:`split_sizes`) and giving every
 device its own copy of the parameters (:func:`get_params`). The third, summing gradients
-across devices, is in :mod:`mgpu.allreduce`. MXNet has its own versions
+across devices, is in :mod:`mgpu.collectives`. MXNet has its own versions
 (``gluon.utils.split_and_load`` and the KVStore); the book compares them.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from mgpu._mx import mx
+from mgpu.backend import mx
 from mgpu.checks import check_devices
 
 __all__ = ["SplitError", "get_params", "split_and_load", "split_sizes"]

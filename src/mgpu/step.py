@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from mgpu._mx import mx
-from mgpu.allreduce import FusedAllreduce, allreduce_many
+from mgpu.backend import mx
+from mgpu.collectives import FusedAllreduce, allreduce_many
 from mgpu.parallel import split_and_load
 
 __all__ = ["Step", "average_running_statistics", "forward_backward", "gluon_step",
@@ -142,11 +142,11 @@ def gluon_step(
 ) -> Step:
     """The same step for a Gluon block, whose :class:`gluon.Trainer` applies the update.
 
-    With ``allreduce=True`` the book's :class:`~mgpu.allreduce.FusedAllreduce` sums the
-    gradients and ``trainer.update`` applies them (the Trainer must have no KVStore).
-    With ``allreduce=False``, ``trainer.step`` does both, through the Trainer's KVStore
-    if it has one. The update divides by ``len(y) * batch_scale``: under a distributed
-    KVStore each worker sees ``1/batch_scale`` of the global batch.
+    With ``allreduce=True`` the book's :class:`~mgpu.collectives.FusedAllreduce` sums
+    the gradients and ``trainer.update`` applies them (the Trainer must have no
+    KVStore). With ``allreduce=False``, ``trainer.step`` does both, through the
+    Trainer's KVStore if it has one. The update divides by ``len(y) * batch_scale``:
+    under a distributed KVStore each worker sees ``1/batch_scale`` of the global batch.
 
     >>> devs = [mx.cpu(0), mx.cpu(1)]
     >>> net = mx.gluon.nn.Dense(10); net.initialize(ctx=devs)
@@ -185,7 +185,7 @@ def average_running_statistics(net: gluon.Block) -> int:
     touches them: each device's copy follows the statistics of its own shards, and the
     copies drift apart. Evaluating then scores each device's slice of the test batch
     with different statistics. Averaging them (with
-    :func:`~mgpu.allreduce.allreduce_many`, then dividing by the number of devices)
+    :func:`~mgpu.collectives.allreduce_many`, then dividing by the number of devices)
     makes every copy of the model identical again.
 
     >>> devs = [mx.cpu(0), mx.cpu(1)]

@@ -16,7 +16,8 @@ SITE = Path(os.environ.get("MGPU_SITE") or DOCS / "_build" / "html")  # as tests
 LANGS = ("en", "zh_CN")
 PAGES = sorted(p.stem for p in DOCS.glob("*.md") if p.stem != "README")
 EXECUTED = sorted(p.stem for p in DOCS.glob("*.md") if "{code-cell}" in p.read_text("utf-8"))
-WITH_FIGURES = sorted(p.stem for p in DOCS.glob("*.md") if "mgpu.plot." in p.read_text("utf-8"))
+WITH_FIGURES = sorted(p.stem for p in DOCS.glob("*.md") if "mgpu.book.plot." in
+p.read_text("utf-8"))
 
 
 def _open(page, url):

@@ -1,0 +1,1 @@
+"""The book's own tools: sentences tied to measurements, budgets, figures, diagrams."""

@@ -1,0 +1,547 @@
+"""The book's diagrams, drawn with matplotlib, in English or in Chinese.
+
+Each function returns a plain :class:`~matplotlib.figure.Figure` (as
+:mod:`mgpu.book.plot` does) and takes ``lang`` (``"en"`` or ``"zh"``) and ``labels``, a
+mapping that replaces some of the words of ``LABELS``, so that the Chinese edition draws
+the same diagram with Chinese words. The Chinese diagrams need a CJK font (Debian's
+``fonts-noto-cjk``);
+:func:`cjk_font` finds it.
+
+The diagrams are shown as SVG (:func:`mgpu.book.plot.vector`), their words drawn as
+outlines: sharp at every size, and Chinese needs no font on the reader's machine. They
+are sized for the page as the plots are, about ``mgpu.book.plot.WIDTH`` inches wide with
+words of at least ``mgpu.book.plot.FONT["small"]`` points. They read in light and in
+dark mode: the background is transparent, the words are dark on light boxes with
+outlines, and the arrows have mid-tone colours. Every artist carries a ``gid`` naming
+what it is (``"box"``, ``"arrow"``, ``"link"``...); ``parts`` counts them.
+
+- :func:`draw_step`: one data-parallel training step.
+- :func:`draw_allreduce`: reduce-to-one, reduce-scatter/all-gather and ring, with the
+  bytes on each link.
+- :func:`draw_parameter_server`: workers, servers and the scheduler, push and pull.
+- :func:`draw_engine_queues`: each device's engine queue on a timeline, from
+  :func:`mgpu.probes.timing.engine_timeline`.
+
+matplotlib is imported on first use.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+from mgpu.book.plot import FONT, WIDTH
+
+# LABELS, event_category and parts are this module's own helpers (the tests use them
+# too): mgpu exports the drawing functions and the font check.
+__all__ = [
+    "FontError",
+    "cjk_font",
+    "draw_allreduce",
+    "draw_engine_queues",
+    "draw_parameter_server",
+    "draw_step",
+]
+
+#: The words of every diagram, per language. ``{i}``, ``{k}``... are filled in by the
+#: drawing.
+LABELS: dict[str, dict[str, str]] = {
+    "en": {
+        "device": "device {i}",
+        "minibatch": "minibatch\n{b} examples",
+        "slice": "{b} examples",
+        "forward": "forward",
+        "backward": "backward",
+        "allreduce": "allreduce:\nsum the\ngradients",
+        "update": "update",
+        "reduce_to_one": "reduce to device 0,\nthen broadcast",
+        "scatter_gather": "reduce-scatter,\nthen all-gather",
+        "ring": "ring",
+        "per_phase": "{amount} each way,\nper phase",
+        "per_step": "{amount} per step",
+        "total_root": "device 0: 2(k−1)P/β\n= {root}P/β; others: 2P/β",
+        "total_even": "every device: 2(k−1)P/(kβ)\n= {each}P/β",
+        "total_ring": "every device: 2(k−1)P/(kβ)\n= {each}P/β in {steps} steps",
+        "worker": "worker {i}",
+        "server": "server {i}",
+        "server_keys": "keys {keys}, …",
+        "scheduler": "scheduler",
+        "push": "push",
+        "pull": "pull",
+        "worker_traffic": "sends P, receives P",
+        "server_traffic": "{m}P/{n} in, {m}P/{n} out",
+        "control": "registration,\nbarriers",
+        "sharding": "small arrays: whole, on server (9973 · key) mod n\n"
+                    "arrays of ≥ 10⁶ numbers: 1/n on every server",
+        "time": "milliseconds",
+        "compute": "compute (forward, backward)",
+        "copy": "copies (CopyCPU2CPU...)",
+        "sum": "sums and packing (allreduce)",
+        "sgd": "scalar and elementwise (update)",
+    },
+    "zh": {
+        "device": "设备 {i}",
+        "minibatch": "小批量\n{b} 个样本",
+        "slice": "{b} 个样本",
+        "forward": "前向传播",
+        "backward": "反向传播",
+        "allreduce": "全归约：\n对梯度\n求和",
+        "update": "更新",
+        "reduce_to_one": "归约到设备 0，\n再广播",
+        "scatter_gather": "归约分散，\n再全收集",
+        "ring": "环形",
+        "per_phase": "每个阶段\n每个方向 {amount}",
+        "per_step": "每步 {amount}",
+        "total_root": "设备 0：2(k−1)P/β\n= {root}P/β；其他设备：2P/β",
+        "total_even": "每个设备：2(k−1)P/(kβ)\n= {each}P/β",
+        "total_ring": "每个设备：2(k−1)P/(kβ)\n= {each}P/β，共 {steps} 步",
+        "worker": "工作节点 {i}",
+        "server": "服务器 {i}",
+        "server_keys": "键 {keys}, …",
+        "scheduler": "调度器",
+        "push": "推送",
+        "pull": "拉取",
+        "worker_traffic": "发送 P，接收 P",
+        "server_traffic": "收 {m}P/{n}，发 {m}P/{n}",
+        "control": "注册、\n同步屏障",
+        "sharding": "小数组：整个放在服务器 (9973 · 键) mod n 上\n"
+                    "不少于 10⁶ 个数的数组：每台服务器各存 1/n",
+        "time": "毫秒",
+        "compute": "计算（前向、反向传播）",
+        "copy": "复制（CopyCPU2CPU 等）",
+        "sum": "求和与打包（全归约）",
+        "sgd": "标量与逐元素运算（更新）",
+    },
+}
+
+# Colours: light or mid-tone fills under dark words, outlined; mid-tone lines that show
+# on a white page and on a dark one (#121212).
+_TEXT = "#111111"
+_OUTLINE = "#333333"
+_MUTED = "#8a8a8a"  # axis ticks and spines: readable on white and on #121212
+_FILL = {
+    "data": "#fdd0a2", "device": "#c6dbef", "forward": "#a1d99b", "backward": "#74c476",
+    "allreduce": "#fc9272", "update": "#bcbddc", "lane": "#eef2f7", "tag": "#f7f7f7",
+    "worker": "#c6dbef", "server": "#fdae6b", "scheduler": "#bcbddc", "note": "#f7f7f7",
+}
+_BLUE, _ORANGE = "#4f81bd", "#c8642a"  # arrows: gradients/push, sums/pull
+_CATEGORY_COLOR = {"compute": "#74c476", "copy": "#6baed6", "sum": "#fd8d3c",
+                   "sgd": "#9e9ac8"}
+
+# What the engine did, by operator name (the rest is forward and backward computation).
+_SUM_OPS = {"add_n", "ElementwiseSum", "amp_multicast", "KVStoreReduce", "_grad_add",
+            "broadcast_add", "elemwise_add", "_plus"}
+_UPDATE_OPS = {"sgd_update", "sgd_mom_update", "multi_sgd_update", "_mul_scalar",
+               "_div_scalar", "broadcast_sub", "elemwise_sub", "_minus", "SetValueOp"}
+_ENGINE_OPS = {"DeleteVariable", "WaitForVar", "WaitForAll"}
+
+
+class FontError(RuntimeError):
+    """No font on this machine can draw Chinese characters."""
+
+
+def cjk_font() -> str:
+    """The family name of a font that draws Chinese (Noto Sans CJK preferred).
+
+    matplotlib's font list is cached; fonts installed after the cache was written are
+    found by looking at the font files themselves. Raises :class:`FontError`, naming the
+    Debian package to install, when there is none.
+
+    >>> "CJK" in cjk_font() or "Han" in cjk_font() or "WenQuanYi" in cjk_font()
+    True
+    """
+    from matplotlib import font_manager as fm
+
+    def best() -> str | None:
+        names = {f.name for f in fm.fontManager.ttflist if _is_cjk_name(f.name)}
+        # Sans before Serif, Simplified Chinese before the other regions.
+        rank = sorted(names, key=lambda n: ("Serif" in n, "SC" not in n.split(), n))
+        return rank[0] if rank else None
+
+    name = best()
+    if name is None:  # the cache predates the fonts: add the files that look like CJK
+        for path in fm.findSystemFonts():
+            if _is_cjk_name(path.rsplit("/", 1)[-1]):
+                try:
+                    fm.fontManager.addfont(path)
+                except (OSError, RuntimeError, ValueError):
+                    continue
+        name = best()
+    if name is None:
+        raise FontError(
+            "no font that can draw Chinese characters was found, so the Chinese "
+            "diagrams cannot be drawn: install Debian's fonts-noto-cjk package "
+            "(apt-get install fonts-noto-cjk, as root) and run again")
+    return name
+
+
+def _is_cjk_name(name: str) -> bool:
+    low = name.lower().replace(" ", "")
+    return any(s in low
+               for s in ("cjk", "sourcehan", "wenquanyi", "wqy", "droidsansfallback"))
+
+
+class _Style:
+    """The words and the font of one diagram."""
+
+    def __init__(self, lang: str, labels: Mapping[str, str] | None):
+        if lang not in LABELS:
+            raise ValueError(f"lang must be one of {sorted(LABELS)}, got {lang!r}")
+        unknown = set(labels or {}) - set(LABELS[lang])
+        if unknown:
+            raise ValueError(f"unknown label(s) {sorted(unknown)}: the diagrams' words "
+                             f"are {sorted(LABELS[lang])}")
+        self.words = {**LABELS[lang], **(labels or {})}
+        self.family = [cjk_font(), "DejaVu Sans"] if lang == "zh" else ["DejaVu Sans"]
+
+    def __call__(self, key: str, **values) -> str:
+        return self.words[key].format(**values)
+
+
+def _canvas(width: float, height: float, cols: int = 1):
+    """A figure with ``cols`` blank panels, each measured in inches from its lower left,
+    shown as SVG."""
+    from matplotlib.figure import Figure
+
+    from mgpu.book.plot import _show_in_notebooks, vector
+
+    _show_in_notebooks()
+    fig = vector(Figure(figsize=(width, height), facecolor="none"))
+    axes = []
+    for c in range(cols):
+        ax = fig.add_axes((c / cols, 0, 1 / cols, 1))
+        ax.set_xlim(0, width / cols)
+        ax.set_ylim(0, height)
+        ax.set_aspect("equal")
+        ax.axis("off")
+        axes.append(ax)
+    return fig, axes
+
+
+class _Node(NamedTuple):
+    """A box of a diagram: its centre, its size and its patch (arrows stop at its
+    outline)."""
+
+    x: float
+    y: float
+    w: float
+    h: float
+    patch: object
+
+
+def _box(ax, style: _Style, x: float, y: float, w: float, h: float, text: str,
+         fill: str, gid: str = "box", fontsize: float = FONT["text"],
+         zorder: float = 1) -> _Node:
+    """A rounded box centred on ``(x, y)`` with its words."""
+    from matplotlib.patches import FancyBboxPatch
+
+    patch = ax.add_patch(FancyBboxPatch(
+        (x - w / 2, y - h / 2), w, h, gid=gid, facecolor=fill, edgecolor=_OUTLINE,
+        linewidth=1.1, boxstyle="round,pad=0,rounding_size=0.06", zorder=zorder))
+    if text:
+        ax.text(x, y, text, ha="center", va="center", color=_TEXT, fontsize=fontsize,
+                fontfamily=style.family, gid="text", linespacing=1.25,
+                zorder=zorder + 0.1)
+    return _Node(x, y, w, h, patch)
+
+
+def _tag(ax, style: _Style, x: float, y: float, text: str, gid: str = "link",
+         fontsize: float = FONT["small"]) -> None:
+    """Dark words on a small light outlined box (a link's label, a note, a title)."""
+    ax.text(x, y, text, ha="center", va="center", color=_TEXT, fontsize=fontsize,
+            fontfamily=style.family, gid=gid, linespacing=1.25, zorder=5,
+            bbox={"boxstyle": "round,pad=0.25", "facecolor": _FILL["tag"],
+                  "edgecolor": _OUTLINE, "linewidth": 0.7})
+
+
+def _arrow(ax, start, end, color: str = _BLUE, both: bool = False, rad: float = 0.0,
+           dashed: bool = False, gid: str = "arrow") -> None:
+    """An arrow between two points, or between two boxes (from outline to outline)."""
+    from matplotlib.patches import FancyArrowPatch
+
+    ends = [(p.x, p.y) if isinstance(p, _Node) else p for p in (start, end)]
+    ax.add_patch(FancyArrowPatch(
+        *ends, arrowstyle="<|-|>" if both else "-|>",
+        patchA=start.patch if isinstance(start, _Node) else None,
+        patchB=end.patch if isinstance(end, _Node) else None,
+        mutation_scale=11, color=color, linewidth=1.6, gid=gid,
+        linestyle="--" if dashed else "-", shrinkA=2, shrinkB=2,
+        connectionstyle=f"arc3,rad={rad}", zorder=2))
+
+
+def parts(fig):
+    """How many artists of each kind (``gid``) a diagram has: boxes, arrows, words...
+
+    Returns a ``collections.Counter`` keyed by ``gid``.
+
+    >>> sorted(parts(draw_step(k=2)).items())
+    [('arrow', 8), ('box', 8), ('lane', 2), ('link', 2), ('text', 10)]
+    """
+    return Counter(artist.get_gid() for ax in fig.axes for artist in ax.get_children()
+                   if artist.get_gid())
+
+
+def draw_step(lang: str = "en", labels: Mapping[str, str] | None = None, k: int = 2,
+              batch_size: int = 256):
+    """One data-parallel step on ``k`` devices: split the minibatch, forward and
+    backward on every device, allreduce the gradients, and the same update on every
+    device.
+
+    One lane per device; ``k`` arrows of each kind (split, forward to backward,
+    gradients to the allreduce, sums to the updates).
+
+    >>> fig = draw_step(k=3)
+    >>> p = parts(fig); p["lane"], p["box"], p["arrow"]
+    (3, 11, 12)
+    >>> sorted(t.get_text() for t in fig.axes[0].texts if t.get_gid() == "link")[:1]
+    ['85 examples']
+    """
+    from mgpu.checks import positive_int
+
+    k = positive_int("k", k)
+    s = _Style(lang, labels)
+    lane_h, gap = 0.85, 0.2
+    height = k * lane_h + (k - 1) * gap + 0.3
+    fig, (ax,) = _canvas(7.6, height)
+    ys = [height - 0.15 - lane_h / 2 - i * (lane_h + gap) for i in range(k)]
+    mid = height / 2
+    shard = batch_size // k
+    batch = _box(ax, s, 0.62, mid, 1.14, min(height - 0.3, 1.3),
+                 s("minibatch", b=batch_size), _FILL["data"])
+    for y in ys:  # the lanes first, under everything else
+        _box(ax, s, 4.9, y, 5.1, lane_h, "", _FILL["lane"], gid="lane", zorder=0.5)
+    reduce = _box(ax, s, 5.6, mid, 0.9, height - 0.3, s("allreduce"),
+                  _FILL["allreduce"], zorder=1.5)
+    for i, y in enumerate(ys):
+        ax.text(2.45, y + lane_h / 2 - 0.14, s("device", i=i), ha="left", va="center",
+                color=_TEXT, fontsize=FONT["small"], fontfamily=s.family, gid="text",
+                zorder=1)
+        fwd = _box(ax, s, 2.9, y - 0.08, 0.9, 0.42, s("forward"), _FILL["forward"])
+        bwd = _box(ax, s, 4.25, y - 0.08, 0.9, 0.42, s("backward"), _FILL["backward"])
+        upd = _box(ax, s, 6.9, y - 0.08, 0.8, 0.42, s("update"), _FILL["update"])
+        _arrow(ax, (batch.x + batch.w / 2, mid), (fwd.x - fwd.w / 2, fwd.y))
+        _tag(ax, s, 1.78, (mid + fwd.y) / 2 if k > 1 else mid + 0.25,
+             s("slice", b=shard if i < k - 1 else batch_size - shard * (k - 1)))
+        _arrow(ax, fwd, bwd)
+        _arrow(ax, (bwd.x + bwd.w / 2, bwd.y), (reduce.x - reduce.w / 2, bwd.y))
+        _arrow(ax, (reduce.x + reduce.w / 2, upd.y), (upd.x - upd.w / 2, upd.y),
+               color=_ORANGE)
+    return fig
+
+
+def _ring_positions(k: int, cx: float, cy: float,
+                    r: float) -> list[tuple[float, float]]:
+    """``k`` points clockwise on a circle, the first one top left (a square for 4)."""
+    import math
+
+    angles = [2 * math.pi * (i - 0.5) / k for i in range(k)]
+    return [(cx + r * math.sin(a), cy + r * math.cos(a)) for a in angles]
+
+
+def _fmt(x: float) -> str:
+    return f"{x:g}"
+
+
+def draw_allreduce(lang: str = "en", labels: Mapping[str, str] | None = None,
+                   k: int = 4):
+    """Three ways to allreduce ``P`` bytes over ``k`` devices, and what each link
+    carries.
+
+    Left, reduce to device 0 then broadcast: ``k-1`` links carry ``P`` each way and
+    device 0 moves ``2(k-1)P``. Middle, reduce-scatter then all-gather: every pair of
+    devices exchanges ``P/k`` each way in each phase. Right, a ring: ``2(k-1)`` steps of
+    ``P/k`` to the next device. Below each panel, the time per device at bandwidth
+    ``β``.
+
+    >>> p = parts(draw_allreduce(k=4))
+    >>> p["box"], p["arrow"], p["link"], p["title"], p["note"]
+    (12, 13, 13, 3, 3)
+    """
+    from mgpu.checks import positive_int
+
+    k = positive_int("k", k, minimum=2)
+    s = _Style(lang, labels)
+    width, height = WIDTH, 3.55
+    fig, axes = _canvas(width, height, cols=3)
+    cx, cy, r = width / 6, 1.85, 1.05
+    pos = _ring_positions(k, cx, cy, r)
+    each, steps = _fmt(2 * (k - 1) / k), 2 * (k - 1)
+    nodes = []
+    titles = ("reduce_to_one", "scatter_gather", "ring")
+    for ax, title in zip(axes, titles, strict=True):
+        _tag(ax, s, cx, 3.3, s(title), gid="title", fontsize=FONT["label"])
+        nodes.append([_box(ax, s, x, y, 0.78, 0.36, s("device", i=i), _FILL["device"])
+                      for i, (x, y) in enumerate(pos)])
+
+    def along(i: int, j: int, t: float) -> tuple[float, float]:
+        return pos[i][0] * (1 - t) + pos[j][0] * t, pos[i][1] * (1 - t) + pos[j][1] * t
+
+    # Reduce to one: every other device <-> device 0, P each way; the key to the labels
+    # on the last link, which has room beside it.
+    ax, dev = axes[0], nodes[0]
+    for i in range(1, k):
+        _arrow(ax, dev[i], dev[0], both=True, color=_ORANGE)
+        words = s("per_phase", amount="P") if i == k - 1 else "P"
+        _tag(ax, s, *along(i, 0, 0.5), words)
+    _tag(ax, s, cx, 0.4, s("total_root", root=_fmt(2 * (k - 1))), gid="note",
+         fontsize=FONT["small"])
+    # Reduce-scatter + all-gather: every pair, P/k each way in each phase.
+    ax, dev = axes[1], nodes[1]
+    for i in range(k):
+        for j in range(i + 1, k):
+            _arrow(ax, dev[i], dev[j], both=True)
+            _tag(ax, s, *along(i, j, 0.5 if (j - i) % 2 else 0.3), "P/k")
+    _tag(ax, s, cx, 0.4, s("total_even", each=each), gid="note", fontsize=FONT["small"])
+    # Ring: device i -> device i+1 only, P/k per step.
+    ax, dev = axes[2], nodes[2]
+    for i in range(k):
+        j = (i + 1) % k
+        _arrow(ax, dev[i], dev[j], rad=-0.3, color=_BLUE)
+        x, y = along(i, j, 0.5)  # the label sits outside the ring, on the arrow's curve
+        _tag(ax, s, cx + (x - cx) * 1.45, cy + (y - cy) * 1.45,
+             s("per_step", amount="P/k") if i == 0 else "P/k")
+    _tag(ax, s, cx, 0.4, s("total_ring", each=each, steps=steps), gid="note",
+         fontsize=FONT["small"])
+    return fig
+
+
+def draw_parameter_server(lang: str = "en", labels: Mapping[str, str] | None = None,
+                          workers: int = 3, servers: int = 2, keys: int = 6):
+    """A parameter server: every worker pushes its gradients to the servers and pulls
+    the new weights back; each server holds a share of the keys; a scheduler connects
+    them.
+
+    Which keys each server holds follows MXNet's rule for small arrays, server
+    ``(9973 * key) % servers``. Per step a worker sends and receives ``P`` bytes and a
+    server ``m*P/n`` each way (``m`` workers, ``n`` servers).
+
+    >>> p = parts(draw_parameter_server(workers=3, servers=2))
+    >>> p["box"], p["arrow"], p["control"]
+    (6, 12, 5)
+    """
+    from mgpu.checks import positive_int
+
+    m, n = positive_int("workers", workers), positive_int("servers", servers)
+    s = _Style(lang, labels)
+    width, height = max(WIDTH, 1.95 * max(m, n) + 1.75), 4.6
+    fig, (ax,) = _canvas(width, height)
+    span = width - 1.75  # the scheduler's column on the right
+    wx = [0.15 + span * (i + 0.5) / m for i in range(m)]
+    sx = [0.15 + span * (j + 0.5) / n for j in range(n)]
+    ys, yw = 3.25, 0.85
+    servers_, workers_ = [], []
+    for j, x in enumerate(sx):
+        held = [str(key) for key in range(keys) if (key * 9973) % n == j][:3]
+        words = s("server", i=j) + "\n" + s("server_keys", keys=", ".join(held))
+        servers_.append(_box(ax, s, x, ys, 1.5, 0.66, words, _FILL["server"]))
+        _tag(ax, s, x, ys + 0.6, s("server_traffic", m=m, n=n))
+    for i, x in enumerate(wx):
+        workers_.append(_box(ax, s, x, yw, 1.3, 0.42, s("worker", i=i),
+                             _FILL["worker"]))
+        _tag(ax, s, x, yw - 0.47, s("worker_traffic"))
+    for w in workers_:
+        for sv in servers_:
+            _arrow(ax, (w.x - 0.12, w.y + w.h / 2), (sv.x - 0.12, sv.y - sv.h / 2),
+                   color=_BLUE)
+            _arrow(ax, (sv.x + 0.12, sv.y - sv.h / 2), (w.x + 0.12, w.y + w.h / 2),
+                   color=_ORANGE)
+    # The key to the colours, once, in the middle of the links.
+    for dx, color, word in ((-0.75, _BLUE, "push"), (0.75, _ORANGE, "pull")):
+        x, y = 0.15 + span / 2 + dx, (ys + yw) / 2
+        _arrow(ax, (x - 0.65, y), (x - 0.25, y), color=color, gid="key")
+        _tag(ax, s, x + 0.1, y, s(word), gid="legend", fontsize=FONT["text"])
+    # The scheduler, on the right, talks to every node (dashed: control messages only).
+    sch = _box(ax, s, width - 0.75, (ys + yw) / 2, 1.2, 0.42, s("scheduler"),
+               _FILL["scheduler"])
+    for node in [*servers_, *workers_]:
+        _arrow(ax, sch, node, color=_MUTED, dashed=True, gid="control", both=True)
+    _tag(ax, s, sch.x, sch.y - 0.6, s("control"))
+    _tag(ax, s, 0.15 + span / 2, 4.3, s("sharding"), gid="note")
+    return fig
+
+
+def event_category(name: str) -> str | None:
+    """What kind of engine operator ``name`` is: ``"copy"``, ``"sum"`` (the sums and
+    packing of an allreduce), ``"sgd"`` (the scalar and elementwise operators of an SGD
+    update), ``"compute"`` (everything else: forward and backward), or ``None`` for the
+    engine's own bookkeeping (``DeleteVariable``...). Names only: a loss's
+    ``_mul_scalar`` counts as ``"sgd"`` too, and ``CopyCPU2CPU`` is also what
+    ``p[:] = x`` runs on one device.
+
+    >>> [event_category(n) for n in ("Convolution", "CopyCPU2CPU", "add_n",
+    ...                               "_div_scalar", "DeleteVariable")]
+    ['compute', 'copy', 'sum', 'sgd', None]
+    """
+    if name in _ENGINE_OPS:
+        return None
+    if name.startswith("Copy"):
+        return "copy"
+    if name in _SUM_OPS:
+        return "sum"
+    if name in _UPDATE_OPS:
+        return "sgd"
+    return "compute"
+
+
+def draw_engine_queues(events: Sequence, lang: str = "en",
+                       labels: Mapping[str, str] | None = None):
+    """Each device's engine queue on a timeline: one bar per operator, coloured by its
+    kind (``event_category``): compute, copies, the allreduce's sums, the update's
+    operators.
+
+    ``events`` come from :func:`mgpu.probes.timing.engine_timeline`; the engine's
+    bookkeeping (``DeleteVariable``...) is left out.
+
+    >>> from mgpu.probes.timing import EngineEvent
+    >>> fig = draw_engine_queues([EngineEvent("Convolution", 0, 1, 0.0, 2.0),
+    ...                           EngineEvent("CopyCPU2CPU", 1, 2, 2.0, 2.5),
+    ...                           EngineEvent("DeleteVariable", 1, 2, 2.5, 2.6)])
+    >>> parts(fig)["bar"], [t.get_text() for t in fig.axes[0].get_yticklabels()]
+    (2, ['device 0', 'device 1'])
+    """
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from mgpu.book.plot import _show_in_notebooks, vector
+
+    s = _Style(lang, labels)
+    shown = [(e, event_category(e.name)) for e in events]
+    shown = [(e, c) for e, c in shown if c is not None]
+    if not shown:
+        raise ValueError("draw_engine_queues: no operators to draw (pass the events of "
+                         "mgpu.engine_timeline(work) for some work)")
+    devices = sorted({e.device for e, _ in shown})
+    used = [c for c in _CATEGORY_COLOR if any(c == cat for _, cat in shown)]
+    _show_in_notebooks()
+    height = 0.5 * len(devices) + 1.2 + 0.3 * -(-len(used) // 2)
+    fig = vector(Figure(figsize=(WIDTH, height), facecolor="none",
+                        layout="constrained"))
+    ax = fig.subplots()
+    ax.set_facecolor("none")
+    t0 = min(e.start_ms for e, _ in shown)
+    for e, c in shown:
+        ax.barh(devices.index(e.device), max(e.end_ms - e.start_ms, 0.02),
+                left=e.start_ms - t0, height=0.6, color=_CATEGORY_COLOR[c],
+                edgecolor=_OUTLINE, linewidth=0.3, gid="bar", clip_on=False)
+    # First: tick_params would reset the labels' style.
+    ax.tick_params(colors=_MUTED, labelsize=FONT["text"])
+    ax.set_yticks(range(len(devices)), [s("device", i=d) for d in devices])
+    ax.invert_yaxis()
+    ax.set_xlabel(s("time"), color=_MUTED, fontfamily=s.family, fontsize=FONT["label"])
+    for t in ax.get_yticklabels():  # device names: dark words on light boxes
+        t.set_fontfamily(s.family)
+        t.set_color(_TEXT)
+        t.set_bbox({"boxstyle": "round,pad=0.25", "facecolor": _FILL["tag"],
+                    "edgecolor": _OUTLINE, "linewidth": 0.7})
+    for spine in ax.spines.values():
+        spine.set_color(_MUTED)
+    handles = [Patch(facecolor=_CATEGORY_COLOR[c], edgecolor=_OUTLINE, label=s(c))
+               for c in used]
+    legend = fig.legend(handles=handles, loc="outside lower center",
+                        ncols=min(len(used), 2), frameon=True,
+                        prop={"family": s.family, "size": FONT["text"]})
+    legend.get_frame().set(facecolor=_FILL["tag"], edgecolor=_OUTLINE, alpha=1.0)
+    for t in legend.get_texts():
+        t.set_color(_TEXT)
+    return fig

@@ -1,0 +1,495 @@
+"""``python -m mgpu.cluster.mxlaunch``: MXNet's own launcher, working on Python 3.10+.
+
+The MXNet wheel ships ``mxnet/tools/launch.py``, which starts a parameter-server job (a
+scheduler, servers and workers) locally or on the hosts of a host file over ``ssh``,
+with the ``dmlc_tracker`` package. As shipped it cannot run on the Python versions this
+book uses, and it has more gaps; this command runs the wheel's own ``launch.py``
+with five fixes:
+
+1. ``dmlc_tracker`` calls ``threading.Thread.isAlive()``, which Python 3.9 removed (it
+   is ``is_alive()``): every launcher mode fails with ``AttributeError``. The method is
+   put back.
+2. ``launch.py`` has no ``--host-ip`` option (``dmlc_tracker`` has one, but the argument
+   is not passed on), so the tracker guesses the scheduler's address from the route to a
+   non-loopback address. Here ``--host-ip`` is required: the scheduler listens on that
+   address and every process is told to reach it there. With ``--launcher local`` the
+   servers and workers listen on it too (``DMLC_NODE_HOST``); with ``ssh`` each host
+   listens on its host-file address.
+3. When a process dies, ps-lite's other processes wait forever, and so does
+   ``launch.py``. Here the launcher watches every process it started: when one exits
+   with an error it stops all of them and exits with status 1, naming the process.
+   ``--timeout`` (default 3600 s) ends a job that hangs (exit status 124).
+4. ``ssh`` runs the remote commands with a terminal (``ssh -tt``): when the launcher
+   stops an ``ssh`` client, the remote terminal hangs up and the remote process gets
+   ``SIGHUP``, instead of waiting forever on a machine nobody watches. ``BatchMode=yes``
+   makes a missing key fail at once instead of asking for a password.
+5. The environment. ``dmlc_tracker/ssh.py`` (``get_env``) starts every remote process
+   with ``export NAME=VALUE;`` on its ``ssh`` command line, for the tracker's ``DMLC_*``
+   variables and for ``OMP_NUM_THREADS``, ``KMP_AFFINITY``, ``LD_LIBRARY_PATH``,
+   ``DMLC_INTERFACE``, ``AWS_ACCESS_KEY_ID`` and ``AWS_SECRET_ACCESS_KEY`` when they
+   are set here: the AWS keys can then be read in the process list of both machines.
+   ``launch.py``'s ``--env NAME``, ``--env-worker NAME:VALUE`` and ``--env-server
+   NAME:VALUE`` never arrive: ``dmlc_tracker`` ignores ``--env`` except on YARN and
+   does not know the other two, which end up in the command itself. Here no variable
+   whose name looks like a credential is put on a command line: the AWS variables
+   (``AWS_SESSION_TOKEN`` too) and every ``--env*`` variable whose name contains KEY,
+   SECRET, TOKEN, PASS, AUTH, PRIVATE, CREDENTIAL or CONNECTION_STRING are dropped,
+   with a warning that names them and says how to pass them instead; the other
+   ``--env*`` variables reach the servers and workers (with ``--launcher local`` or
+   ``ssh``). The filter goes by name only: with ``ssh`` the values of the variables
+   that pass are on the ``ssh`` command line, so never pass a secret under another
+   name.
+
+Usage (the options of ``launch.py`` follow the two of this command)::
+
+    python -m mgpu.cluster.mxlaunch --host-ip 127.0.0.1 [--timeout 600] \\
+        -n 2 -s 1 --launcher local python -m mgpu train_demo
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+__all__: list[str] = []  # a command (python -m mgpu.cluster.mxlaunch), not a library
+
+_TERM_GRACE = 3.0
+
+#: What ``dmlc_tracker/ssh.py``'s ``get_env`` copies from this environment onto the
+#: remote command line, less the AWS keys.
+_SSH_PASSED = ("OMP_NUM_THREADS", "KMP_AFFINITY", "LD_LIBRARY_PATH", "DMLC_INTERFACE")
+#: Never put on a command line (``get_env`` exports the first two).
+_AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
+_SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASS", "AUTH", "PRIVATE", "CREDENTIAL",
+                 "CONNECTION_STRING")  # not PAT: it is in PATH
+_INSTEAD = ("give the job what it needs on the machine that runs it instead: in a "
+            "file that only your user can read there (chmod 600), such as "
+            "~/.aws/credentials, which the AWS tools read themselves, or in the "
+            "environment your account sets up on that machine")
+
+
+def _is_credential(name: str) -> bool:
+    """Whether an environment variable's name says that it holds a secret.
+
+    >>> [_is_credential(n) for n in ("AWS_ACCESS_KEY_ID", "HF_TOKEN", "db_password",
+    ...                              "PGPASS", "OMP_NUM_THREADS", "LD_LIBRARY_PATH")]
+    [True, True, True, True, False, False]
+    """
+    upper = name.upper()
+    return upper in _AWS or any(word in upper for word in _SECRET_WORDS)
+
+
+def _warn(text: str, kind: str = "warning") -> None:
+    print(f"mxlaunch: {kind}: {text}", file=sys.stderr, flush=True)
+
+
+class _Env:
+    """``launch.py``'s ``--env``, ``--env-worker`` and ``--env-server`` variables."""
+
+    def __init__(self) -> None:
+        self.roles: dict[str, dict[str, str]] = {"worker": {}, "server": {}}
+        self.given = False
+
+    def for_role(self, role: str | None) -> dict[str, str]:
+        """The variables for a process of ``role``: ``{}`` for the scheduler."""
+        return dict(self.roles.get(role or "", {}))
+
+
+def _option_name(word: str) -> str | None:
+    """The ``--env*`` option that ``word`` (an argument) names, as ``argparse`` reads
+    it (abbreviations too), or None.
+
+    >>> [_option_name(w) for w in ("--env", "--env=X", "--env-w", "--environ", "-n")]
+    ['--env', '--env', '--env-worker', None, None]
+    """
+    name = word.partition("=")[0]
+    if name == "--env":
+        return name
+    for full in ("--env-worker", "--env-server"):
+        if len(name) > len("--env-") and full.startswith(name):
+            return full
+    return None
+
+
+def _env_options(words: list[str], ssh: bool) -> tuple[list[str], _Env]:
+    """Take the ``--env*`` options out of ``launch.py``'s ``words``; drop credentials.
+
+    Returns the remaining words and the variables for each role. Like ``launch.py``'s
+    parser, it reads the options anywhere before a ``--``.
+
+    >>> rest, env = _env_options(["-n", "1", "--env-worker", "A:1", "--env-server=B:2",
+    ...                           "cmd"], ssh=False)
+    >>> rest, env.for_role("worker"), env.for_role("server"), env.for_role("scheduler")
+    (['-n', '1', 'cmd'], {'A': '1'}, {'B': '2'}, {})
+    """
+    env, rest, i = _Env(), [], 0
+    while i < len(words):
+        word = words[i]
+        if word == "--":
+            rest += words[i:]
+            break
+        option = _option_name(word)
+        if option is None:
+            rest.append(word)
+            i += 1
+            continue
+        if "=" in word:
+            value, i = word.partition("=")[2], i + 1
+        elif i + 1 < len(words):
+            value, i = words[i + 1], i + 2
+        else:
+            raise SystemExit(f"mxlaunch: {option} needs a value")
+        env.given = True
+        if option == "--env":
+            name, given_here = value, False
+        else:
+            name, sep, value = value.partition(":")
+            if not sep:
+                raise SystemExit(f"mxlaunch: {option} needs NAME:VALUE, got {name!r}")
+            given_here = True
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise SystemExit(f"mxlaunch: {option} {name!r} is not a variable name")
+        if _is_credential(name) and option == "--env" and not ssh:
+            # --launcher local: dmlc_tracker/local.py (exec_cmd) gives every process a
+            # copy of this environment, so nothing needs to be passed.
+            _warn(f"--env {name}: with --launcher local every process inherits this "
+                  f"environment, {name} included when it is set here, so it is not "
+                  "passed on by mxlaunch; no variable goes on a command line", "note")
+            continue
+        if _is_credential(name):
+            here = (" (its value is on this command's own command line too)"
+                    if given_here else "")
+            _warn(f"{option} {name} was dropped: its name looks like a credential, and "
+                  "mxlaunch puts no credential on a command line, where every user of "
+                  f"the machine can read it (ps){here}; {_INSTEAD}")
+            continue
+        if option == "--env":
+            if name not in os.environ:
+                _warn(f"--env {name}: {name} is not set here, so it is not passed on")
+                continue
+            value = os.environ[name]
+        if ssh and "'" in value:
+            raise SystemExit(f"mxlaunch: the value of {option} {name} contains a "
+                             "single quote, which launch.py's ssh command line cannot "
+                             "carry")
+        roles = {"--env": ("worker", "server"), "--env-worker": ("worker",),
+                 "--env-server": ("server",)}[option]
+        for role in roles:
+            env.roles[role][name] = value
+    return rest, env
+
+
+def _remote_word(value: str) -> str:
+    """``value`` as one word of the remote shell, inside ``ssh``'s single quotes.
+
+    >>> _remote_word("/usr/lib:/opt/lib"), _remote_word("a b$c")
+    ('/usr/lib:/opt/lib', '"a b\\\\$c"')
+    """
+    if re.fullmatch(r"[\w.,:/@%+=-]*", value):
+        return value
+    return '"' + re.sub(r'([\\"$`])', r"\\\1", value) + '"'
+
+
+def _ssh_exports(pass_envs: dict, env: _Env) -> str:
+    """What replaces ``dmlc_tracker.ssh.get_env``: the ``export NAME=VALUE;`` words
+    that start a remote command, without any credential.
+
+    >>> from unittest import mock
+    >>> here = {"AWS_SECRET_ACCESS_KEY": "do-not-show", "OMP_NUM_THREADS": "2"}
+    >>> with mock.patch.dict(os.environ, here, clear=True):
+    ...     _ssh_exports({"DMLC_ROLE": "worker"}, _Env())
+    'export OMP_NUM_THREADS=2; export DMLC_ROLE=worker;'
+    """
+    values = {k: os.environ[k] for k in _SSH_PASSED if k in os.environ}
+    values.update({str(k): str(v) for k, v in pass_envs.items()})
+    values.update(env.for_role(pass_envs.get("DMLC_ROLE")))
+    return " ".join(f"export {k}={_remote_word(v)};" for k, v in values.items()
+                    if not _is_credential(k))
+
+
+def launch_py() -> Path:
+    """The path of ``tools/launch.py`` in the installed MXNet package (MXNet is not
+    imported).
+
+    >>> launch_py().name
+    'launch.py'
+    """
+    spec = importlib.util.find_spec("mxnet")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("mxlaunch: MXNet is not installed in this Python "
+                         f"({sys.executable}): pip install mxnet==1.9.1")
+    path = Path(spec.submodule_search_locations[0]) / "tools" / "launch.py"
+    if not path.is_file():
+        raise SystemExit(f"mxlaunch: {path} does not exist; this MXNet build has no "
+                         "launcher")
+    return path
+
+
+class _Processes:
+    """Stands in for the ``subprocess`` module inside ``dmlc_tracker``: records every
+    process."""
+
+    def __init__(self, ssh_tty: bool):
+        self.ssh_tty = ssh_tty
+        self.started: list[tuple[str, subprocess.Popen]] = []
+        self.lock = threading.Lock()
+        self.stopping = False
+
+    def __getattr__(self, name):  # anything else: the real module
+        return getattr(subprocess, name)
+
+    @staticmethod
+    def _label(cmd, env) -> str:
+        text = cmd if isinstance(cmd, str) else " ".join(map(str, cmd))
+        role = (env or {}).get("DMLC_ROLE")
+        if role is not None and role != "scheduler" and "DMLC_TASK_ID" in env:
+            role = f"{role} (task {env['DMLC_TASK_ID']})"
+        if role is None:
+            role = next((r for r in ("scheduler", "server", "worker")
+                         if f"DMLC_ROLE={r}" in text), "process")
+        # ssh -o StrictHostKeyChecking=no HOST -p PORT '...'
+        if text.startswith("ssh "):
+            words = text.split()
+            host = words[3] if len(words) > 3 else "?"
+            return f"{role} on {host} (through ssh)"
+        return role
+
+    def _run(self, cmd, **kwargs) -> int:
+        label = self._label(cmd, kwargs.get("env"))
+        if self.ssh_tty and isinstance(cmd, str) and cmd.startswith("ssh "):
+            cmd = "ssh -tt -o BatchMode=yes " + cmd[len("ssh "):]
+        with self.lock:
+            if self.stopping:
+                return 1
+            kwargs.setdefault("stdin", subprocess.DEVNULL)
+            proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
+            self.started.append((label, proc))
+        return proc.wait()
+
+    def call(self, cmd, **kwargs) -> int:
+        return self._run(cmd, **kwargs)
+
+    def check_call(self, cmd, **kwargs) -> int:
+        # Failures are reported by the watcher in main(), not by a traceback in a
+        # thread.
+        self._run(cmd, **kwargs)
+        return 0
+
+    def failed(self) -> tuple[str, int] | None:
+        with self.lock:
+            for label, proc in self.started:
+                code = proc.poll()
+                if code not in (None, 0):
+                    return label, code
+        return None
+
+    def all_done(self) -> bool:
+        with self.lock:
+            return bool(self.started) and all(p.poll() is not None
+                                              for _, p in self.started)
+
+    def stop(self) -> None:
+        """SIGTERM every process group, then SIGKILL what is left; reap them all."""
+        with self.lock:
+            self.stopping = True
+            procs = [p for _, p in self.started]
+        for p in procs:
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGTERM)
+        deadline = time.monotonic() + _TERM_GRACE
+        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _patch(host_ip: str, local: bool, procs: _Processes, env: _Env) -> None:
+    """Fix ``dmlc_tracker`` in this process (see the module's docstring)."""
+    if not hasattr(threading.Thread, "isAlive"):
+        threading.Thread.isAlive = threading.Thread.is_alive  # fix 1
+    from dmlc_tracker import local as dmlc_local
+    from dmlc_tracker import ssh as dmlc_ssh
+    from dmlc_tracker import tracker
+
+    tracker.get_host_ip = lambda hostIP=None: host_ip  # fix 2
+    for module in (tracker, dmlc_local, dmlc_ssh):  # fixes 3 and 4
+        module.subprocess = procs
+    dmlc_ssh.get_env = lambda pass_envs: _ssh_exports(pass_envs, env)  # fix 5
+    run_local = dmlc_local.exec_cmd
+
+    def exec_cmd(cmd, num_attempt, role, taskid, pass_env):
+        return run_local(cmd, num_attempt, role, taskid,
+                         {**pass_env, **env.for_role(role)})
+
+    dmlc_local.exec_cmd = exec_cmd
+
+    class Scheduler(tracker.PSTracker):
+        """``PSTracker`` whose port is picked on ``host_ip`` only (not on every
+        interface)."""
+
+        def __init__(self, hostIP, cmd, port=None, port_end=None, envs=None):
+            self.cmd = cmd
+            if cmd is None:
+                return
+            self.hostIP = hostIP
+            self.port = _free_port(hostIP)
+            env = {**os.environ, "DMLC_ROLE": "scheduler",
+                   "DMLC_PS_ROOT_URI": str(hostIP), "DMLC_PS_ROOT_PORT": str(self.port),
+                   **{k: str(v) for k, v in (envs or {}).items()}}
+            logging.info("mxlaunch: scheduler on %s:%d", hostIP, self.port)
+            self.thread = threading.Thread(
+                target=lambda: procs.check_call(cmd, env=env, shell=True,
+                                                executable="/bin/bash"), daemon=True)
+            self.thread.start()
+
+    tracker.PSTracker = Scheduler
+    if local:
+        os.environ["DMLC_NODE_HOST"] = host_ip
+    # dmlc_tracker's local threads raise on a failed process (with its whole environment
+    # in the message): main() reports that failure itself, so print only other errors,
+    # in one line.
+    def excepthook(args) -> None:
+        if not str(args.exc_value).startswith("Get nonzero return code"):
+            print(f"mxlaunch: {args.exc_type.__name__}: {args.exc_value}",
+                  file=sys.stderr)
+
+    threading.excepthook = excepthook
+
+
+def _options(argv: list[str]) -> tuple[str, float, list[str]]:
+    host_ip, timeout, rest = None, 3600.0, list(argv)
+    while rest and rest[0] in ("--host-ip", "--timeout"):
+        if len(rest) < 2:
+            raise SystemExit(f"mxlaunch: {rest[0]} needs a value")
+        name, value, rest = rest[0], rest[1], rest[2:]
+        if name == "--host-ip":
+            host_ip = value
+        else:
+            timeout = float(value)
+    if host_ip is None:
+        raise SystemExit(
+            "usage: python -m mgpu.cluster.mxlaunch --host-ip ADDRESS "
+            "[--timeout SECONDS] LAUNCH.PY-OPTIONS COMMAND...\n--host-ip is required: "
+            "the address of this machine that every host of the job can reach "
+            "(the scheduler listens "
+            "there); 127.0.0.1 for a job on this machine only")
+    return host_ip, timeout, rest
+
+
+def _launcher(words: list[str]) -> str:
+    """The value of ``launch.py``'s ``--launcher`` (``ssh`` when not given), as
+    ``argparse`` reads it: abbreviations (``--l``, ``--launch``) too.
+
+    >>> _launcher(["-n", "2", "--launcher", "local", "cmd"]), _launcher(["cmd"])
+    ('local', 'ssh')
+    >>> _launcher(["--launch", "local", "cmd"]), _launcher(["--la=local", "cmd"])
+    ('local', 'local')
+    """
+    found = "ssh"
+    for i, word in enumerate(words):
+        if word == "--":
+            break
+        name, sep, value = word.partition("=")
+        # --l is unambiguous among launch.py's long options (add_argument in main())
+        if len(name) > len("--") and "--launcher".startswith(name):
+            if sep:
+                found = value
+            elif i + 1 < len(words):
+                found = words[i + 1]
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run MXNet's ``launch.py`` with the fixes above; return the exit status."""
+    host_ip, timeout, rest = _options(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s",
+                        level=logging.INFO)
+    spec = importlib.util.spec_from_file_location("mxnet_tools_launch", launch_py())
+    launch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(launch)  # defines main(); its __main__ block does not run
+    launcher = _launcher(rest)
+    rest, env = _env_options(rest, ssh=launcher == "ssh")
+    if env.given and launcher not in ("local", "ssh"):
+        raise SystemExit("mxlaunch: --env, --env-worker and --env-server work with "
+                         f"--launcher local or ssh, not {launcher}")
+    if launcher == "ssh":
+        for name in _AWS:
+            if name not in os.environ:
+                continue
+            if name == "AWS_SESSION_TOKEN":  # get_env does not export it either
+                why = "mxlaunch passes no credential to them"
+            else:
+                why = ("dmlc_tracker would put its value on the ssh command line, "
+                       "where every user of both machines can read it (ps)")
+            _warn(f"{name} is set here but is not passed to the other machines: "
+                  f"{why}; " + _INSTEAD)
+    local = launcher == "local"
+    procs = _Processes(ssh_tty=not local)
+    _patch(host_ip, local, procs, env)
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        sys.argv = ["launch.py", *rest]
+        try:
+            launch.main()
+            outcome.append(None)
+        except BaseException as err:  # SystemExit from argparse too
+            outcome.append(err)
+
+    thread = threading.Thread(target=run, daemon=True)
+    start = time.monotonic()
+    thread.start()
+    try:
+        while True:
+            failed = procs.failed()
+            if failed:
+                label, code = failed
+                how = (f"was killed by signal {-code}" if code < 0 else
+                       f"exited with code {code}")
+                print(f"mxlaunch: the {label} {how} after "
+                      f"{time.monotonic() - start:.1f} s; the other processes would "
+                      "wait for it forever, so the job was stopped", file=sys.stderr,
+                      flush=True)
+                procs.stop()
+                return 1
+            if outcome and outcome[0] is not None:
+                err = outcome[0]
+                procs.stop()
+                if isinstance(err, SystemExit):
+                    return err.code if isinstance(err.code, int) else 2
+                print(f"mxlaunch: launch.py failed: {err!r}", file=sys.stderr)
+                return 1
+            if outcome and procs.all_done():
+                return 0
+            if time.monotonic() - start > timeout:
+                print(f"mxlaunch: the job did not finish within {timeout:g} s; all its "
+                      "processes were stopped", file=sys.stderr, flush=True)
+                procs.stop()
+                return 124
+            time.sleep(0.05)
+    except KeyboardInterrupt:
+        procs.stop()
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

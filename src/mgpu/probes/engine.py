@@ -1,0 +1,267 @@
+"""Looking at MXNet's engine from the outside: its threads, and the memory a long queue
+holds.
+
+The engine chapter measures what the Python *frontend* and the C++ *backend* (the
+engine's worker threads) each do. Two of its experiments need a process of their own,
+because MXNet reads its thread settings once, when the engine starts, and because a
+process that has run other work holds that work's memory:
+
+- :func:`thread_census`: how many threads a fresh process has after importing MXNet and
+  after running work on 1, 2, ... CPU devices, with given environment variables.
+- :func:`queue_memory`: a loop that pushes work faster than the engine runs it, with or
+  without waiting every step, and the process's resident memory over time;
+  :func:`draw_queue_memory` draws it.
+
+:func:`thread_count` and :func:`resident_mb` are the two measurements, for the current
+process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from mgpu.checks import positive_int
+from mgpu.programs.fresh import _run_program
+
+__all__ = [
+    "QueueRun",
+    "draw_queue_memory",
+    "queue_memory",
+    "resident_mb",
+    "thread_census",
+    "thread_count",
+]
+
+
+def thread_count() -> int:
+    """The number of threads of this process (the entries of ``/proc/self/task``, on
+    Linux).
+
+    >>> thread_count() >= 1
+    True
+    """
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except FileNotFoundError:
+        raise RuntimeError("thread_count needs Linux's /proc file system, which this "
+                           "machine does not have; run the engine chapter on Linux"
+                           ) from None
+
+
+def resident_mb() -> float:
+    """The resident memory of this process now (``VmRSS`` in ``/proc/self/status``), in
+    MB.
+
+    >>> resident_mb() > 1
+    True
+    """
+    return _status_mb("VmRSS")
+
+
+def _status_mb(field: str) -> float:
+    """A memory ``field`` of ``/proc/self/status`` (``VmRSS``, ``VmHWM``, ...), in MB.
+
+    >>> _status_mb("VmRSS") > 1 and _status_mb("VmHWM") > 1
+    True
+
+    (The kernel updates ``VmHWM`` lazily: just after a reset through ``clear_refs`` it
+    can lag a little behind ``VmRSS``.)
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024 / 1e6
+    except FileNotFoundError:
+        pass
+    raise RuntimeError(f"{field} (for resident_mb and queue_memory) needs Linux's "
+                       "/proc/self/status, which this machine does not have; run the "
+                       "engine chapter on Linux")
+
+
+_CENSUS = r"""
+import json, os, sys
+def count():
+    return len(os.listdir("/proc/self/task"))
+counts = {"start": count()}
+from mgpu.backend import mx
+counts["import"] = count()
+for i in range(int(sys.argv[1])):
+    a = mx.nd.ones((1000, 1000), ctx=mx.cpu(i))
+    # A reduction: MXNet runs it with OpenMP threads when it has several.
+    a.sum().wait_to_read()
+    counts[f"cpu({i})"] = count()
+print("MGPU-RESULT " + json.dumps(counts))
+"""
+
+
+def thread_census(devices: int, env: Mapping[str, str] | None = None,
+                  timeout: float = 300) -> dict[str, int]:
+    """Threads of a fresh process: at start, after importing MXNet, after using each CPU
+    device.
+
+    The process imports MXNet (through ``mgpu``), then sums a 1000 x 1000 array on
+    ``cpu(0)``, ``cpu(1)``, ... in turn and counts its threads after each. ``env`` is
+    added to the environment: e.g. ``{"MXNET_CPU_WORKER_NTHREADS": "2"}``, which MXNet
+    reads only when its engine starts. The keys of the result are ``"start"``,
+    ``"import"`` and ``"cpu(i)"``.
+
+    >>> counts = thread_census(2)
+    >>> list(counts), counts["cpu(1)"] > counts["cpu(0)"] > counts["import"]
+    (['start', 'import', 'cpu(0)', 'cpu(1)'], True)
+    """
+    devices = positive_int("devices", devices)
+    return _run_program(_CENSUS, [str(devices)], env or {}, "thread_census", timeout)
+
+
+@dataclass(frozen=True)
+class QueueRun:
+    """What :func:`queue_memory` measured: times, memory, and memory over time."""
+
+    wait: bool  #: whether the loop waited for every step
+    steps: int  #: the number of steps pushed
+    batch_mb: float  #: the size of one step's input, in MB
+    push_s: float  #: seconds until Python had pushed the last step
+    finish_s: float  #: seconds until the engine had finished them all
+    start_mb: float  #: resident memory when the loop started
+    #: the peak resident memory during the loop (``VmHWM``, reset when the loop started)
+    peak_mb: float
+    #: (seconds since the start, resident MB), sampled
+    samples: list[tuple[float, float]]
+
+    @property
+    def growth_mb(self) -> float:
+        """How far the resident memory rose above its level at the start of the loop, at
+        its highest during the loop.
+
+        >>> QueueRun(True, 2, 4.0, 1.0, 1.0, 100.0, 105.0, []).growth_mb
+        5.0
+        """
+        return self.peak_mb - self.start_mb
+
+
+_QUEUE = r"""
+import json, sys, threading, time
+from mgpu.backend import mx
+from mgpu.probes.engine import _status_mb, resident_mb
+wait, steps, n = sys.argv[1] == "wait", int(sys.argv[2]), int(sys.argv[3])
+w = mx.nd.ones((n, n // 4), ctx=mx.cpu(0)) / n
+mx.nd.dot(mx.nd.ones((n, n)), w).wait_to_read()  # warm up
+samples, done = [], threading.Event()
+def sample(t0):
+    while not done.is_set():
+        samples.append((time.perf_counter() - t0, resident_mb()))
+        time.sleep(0.005)
+start_mb = resident_mb()
+# Reset the peak (VmHWM) to the current resident memory, so that it covers the loop
+# only: ru_maxrss keeps the peak carried over by exec, here the parent process's.
+try:
+    with open("/proc/self/clear_refs", "w") as clear_refs:
+        clear_refs.write("5")
+except OSError as e:
+    sys.exit("queue_memory needs Linux 4.0 or later: resetting the peak memory (VmHWM) "
+             f"by writing 5 to /proc/self/clear_refs failed: {e}")
+t0 = time.perf_counter()
+sampler = threading.Thread(target=sample, args=(t0,))
+sampler.start()
+for i in range(steps):
+    batch = mx.nd.empty((n, n), ctx=mx.cpu(0))  # allocated now, by the frontend
+    batch[:] = i                                # filled later, by the engine
+    out = mx.nd.dot(batch, w).sum()
+    if wait:
+        out.wait_to_read()
+push_s = time.perf_counter() - t0
+mx.nd.waitall()
+finish_s = time.perf_counter() - t0
+time.sleep(0.05)
+done.set()
+sampler.join()
+peak_mb = _status_mb("VmHWM")
+print("MGPU-RESULT " + json.dumps(dict(push_s=push_s, finish_s=finish_s,
+                                       start_mb=start_mb, peak_mb=peak_mb,
+                                       samples=samples)))
+"""
+
+
+def queue_memory(wait: bool, steps: int = 40, size: int = 1024,
+                 env: Mapping[str, str] | None = None,
+                 timeout: float = 600) -> QueueRun:
+    """Push ``steps`` steps of work in a fresh process; record its memory as they run.
+
+    Every step allocates a new ``size`` x ``size`` float32 input with ``mx.nd.empty``
+    (MXNet allocates it at once, in the frontend), asks the engine to fill it, and
+    pushes a matrix product and a sum on it. With ``wait=True`` Python waits for each
+    step's sum before pushing the next; with ``wait=False`` it pushes all the steps at
+    once, and every pushed input stays allocated until the engine has run the operations
+    that read it.
+
+    The process runs with glibc's ``MALLOC_MMAP_THRESHOLD_`` at 128 KiB (unless ``env``
+    sets it): every buffer then comes from the operating system and goes back to it when
+    MXNet frees it, so the resident memory follows the live arrays instead of glibc's
+    caches.
+
+    The peak is the process's ``VmHWM`` (``/proc/self/status``), reset when the loop
+    starts by writing ``5`` to ``/proc/self/clear_refs`` (Linux 4.0 or later), so it
+    covers the loop only. ``ru_maxrss`` would not do: it keeps the peak carried over by
+    ``exec`` (``exec_mmap`` in Linux's ``fs/exec.c``), which ``clear_refs`` does not
+    reset, and a process that Python's ``subprocess`` starts carries over its parent's.
+
+    >>> run = queue_memory(wait=True, steps=3, size=64)
+    >>> run.steps, run.finish_s >= run.push_s, run.peak_mb >= run.start_mb
+    (3, True, True)
+    """
+    if not isinstance(wait, bool):
+        raise TypeError(f"wait must be True or False, got {wait!r}")
+    steps = positive_int("steps", steps)
+    size = positive_int("size", size, minimum=4)
+    env = {"MALLOC_MMAP_THRESHOLD_": "131072", **(env or {})}
+    r = _run_program(_QUEUE, ["wait" if wait else "nowait", str(steps), str(size)], env,
+                     "queue_memory", timeout)
+    return QueueRun(wait, steps, size * size * 4 / 1e6, r["push_s"], r["finish_s"],
+                    r["start_mb"], r["peak_mb"], [tuple(s) for s in r["samples"]])
+
+
+#: The words of :func:`draw_queue_memory`, per language.
+QUEUE_LABELS = {
+    "en": {"time": "seconds", "memory": "resident memory above the start (MB)",
+           "wait": "waits every step", "nowait": "never waits",
+           "pushed": "Python done pushing"},
+    "zh": {"time": "秒", "memory": "常驻内存相对起点的增量（MB）",
+           "wait": "每步都等待", "nowait": "从不等待", "pushed": "Python 推送完毕"},
+}
+
+
+def draw_queue_memory(runs: Sequence[QueueRun], lang: str = "en", title: str = ""):
+    """The resident memory of :func:`queue_memory` runs over time, one line per run,
+    with a dotted line where Python had pushed its last step.
+
+    >>> run = QueueRun(False, 2, 4.0, 0.1, 1.0, 100.0, 108.0,
+    ...                [(0.0, 100.0), (0.5, 108.0)])
+    >>> fig = draw_queue_memory([run])
+    >>> len(fig.axes[0].lines)  # the run, its marker, the legend's
+    3
+    """
+    from mgpu.book.diagrams import cjk_font
+    from mgpu.book.plot import figure
+
+    if lang not in QUEUE_LABELS:
+        raise ValueError(f"lang must be one of {sorted(QUEUE_LABELS)}, got {lang!r}")
+    words = QUEUE_LABELS[lang]
+    family = [cjk_font(), "DejaVu Sans"] if lang == "zh" else ["DejaVu Sans"]
+    fig = figure(7, 3.2)
+    ax = fig.subplots()
+    for run in runs:
+        t = [s[0] for s in run.samples]
+        mb = [s[1] - run.start_mb for s in run.samples]
+        (line,) = ax.plot(t, mb, label=words["wait" if run.wait else "nowait"])
+        ax.axvline(run.push_s, color=line.get_color(), ls=":", lw=1)
+    ax.set_xlabel(words["time"], fontfamily=family)
+    ax.set_ylabel(words["memory"], fontfamily=family)
+    ax.plot([], [], color="gray", ls=":", lw=1, label=words["pushed"])
+    ax.legend(prop={"family": family, "size": 8})
+    ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title, fontfamily=family, fontsize=9)
+    return fig

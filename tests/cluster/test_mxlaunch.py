@@ -1,0 +1,314 @@
+"""MXNet's own launcher through mgpu.cluster.mxlaunch, local and over ssh, everything on 127.0.0.1.
+
+The ssh tests start their own sshd (Debian's openssh-server, which `nox -s tests` installs),
+listening on 127.0.0.1 only, with a temporary host key and a temporary client key. The client
+side gets them from an ssh configuration file, through an ``ssh`` wrapper first on PATH, as a
+user's ~/.ssh/config would give them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from helpers.book_commands import book_commands, run_book_command
+from mgpu.cluster.local import LOOPBACK, descendants, running
+
+SSHD = Path("/usr/sbin/sshd")
+SECTION = "## Running on real machines"
+MXLAUNCH = [sys.executable, "-m", "mgpu.cluster.mxlaunch"]
+WORKER = [sys.executable, "-m", "mgpu"]
+
+
+def _reports(text: str) -> list[dict]:
+    """Every JSON object the workers printed. They share one stdout, and an unbuffered print
+    writes the object and its newline separately, so two objects may share a line."""
+    import json
+
+    decoder, found, i = json.JSONDecoder(), [], text.find("{")
+    while i >= 0:
+        obj, end = decoder.raw_decode(text, i)
+        found.append(obj)
+        i = text.find("{", end)
+    return found
+
+
+def _tree(root: int) -> list[int]:
+    """The live descendants of ``root``."""
+    return sorted(descendants(root))
+
+
+def _wait_until_gone(root: int, seconds: float = 10.0) -> list[int]:
+    end = time.monotonic() + seconds
+    while _tree(root) and time.monotonic() < end:
+        time.sleep(0.1)
+    return _tree(root)
+
+
+@pytest.fixture(scope="module")
+def sshd(tmp_path_factory):
+    """An sshd on 127.0.0.1 (port, the PATH entry of its ssh wrapper, its PID)."""
+    if not SSHD.is_file() or not shutil.which("ssh-keygen"):
+        pytest.skip("Debian's openssh-server is not installed (apt-get install openssh-server; "
+                    "`nox -s tests` installs it)")
+    if os.geteuid() != 0:
+        pytest.skip("the test's sshd runs as root (it needs /run/sshd and privilege separation)")
+    d = tmp_path_factory.mktemp("sshd")
+    for key in ("host_key", "id"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)],
+                       check=True)
+    shutil.copy(d / "id.pub", d / "authorized_keys")
+    with socket.socket() as s:
+        s.bind((LOOPBACK, 0))
+        port = s.getsockname()[1]
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress {LOOPBACK}\nHostKey {d / 'host_key'}\n"
+        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
+        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
+        f"StrictModes no\nPidFile {d / 'sshd.pid'}\n")
+    (d / "ssh_config").write_text(
+        f"Host *\n  IdentityFile {d / 'id'}\n  IdentitiesOnly yes\n"
+        "  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  BatchMode yes\n"
+        "  LogLevel ERROR\n")
+    bin_dir = d / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "ssh").write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F {d / "ssh_config"} "$@"\n')
+    (bin_dir / "ssh").chmod(0o755)
+    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
+    with open(d / "sshd.log", "wb") as log:
+        proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(d / "sshd_config")],
+                                stderr=log, stdin=subprocess.DEVNULL)
+    for _ in range(100):
+        with socket.socket() as s:
+            if s.connect_ex((LOOPBACK, port)) == 0:
+                break
+        time.sleep(0.05)
+    else:
+        proc.kill()
+        pytest.fail(f"sshd did not start: {(d / 'sshd.log').read_text()}")
+    yield port, str(bin_dir), proc.pid
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_host_ip_is_required():
+    out = subprocess.run([*MXLAUNCH, "-n", "1", "--launcher", "local", "true"],
+                         capture_output=True, text=True)
+    assert out.returncode != 0 and "--host-ip is required" in out.stderr
+
+
+def test_local_launch_sums_pushes():
+    out = subprocess.run([*MXLAUNCH, "--host-ip", LOOPBACK, "--timeout", "90", "-n", "2", "-s",
+                          "1", "--launcher", "local", *WORKER, "push_pull_demo", "--rounds", "2"],
+                         capture_output=True, text=True, timeout=150)
+    assert out.returncode == 0, out.stderr
+    reports = _reports(out.stdout)
+    assert sorted(r["rank"] for r in reports) == [0, 0, 1, 1]
+    assert all(r["pulled"] == [[3.0] * 3] * 2 for r in reports)
+
+
+def test_local_launch_stops_the_job_when_a_worker_dies():
+    proc = subprocess.Popen([*MXLAUNCH, "--host-ip", LOOPBACK, "--timeout", "90", "-n", "2",
+                             "-s", "1", "--launcher", "local", *WORKER, "push_pull_demo",
+                             "--rounds", "3", "--kill-rank", "1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    out, err = proc.communicate(timeout=150)
+    assert proc.returncode == 1
+    assert "was killed by signal 9" in err and "so the job was stopped" in err
+    assert _wait_until_gone(proc.pid) == []
+
+
+def test_timeout_ends_a_job_that_hangs():
+    # Worker rank 0 pushes once more than the other: ps-lite waits forever, the timeout ends it.
+    start = time.monotonic()
+    out = subprocess.run([*MXLAUNCH, "--host-ip", LOOPBACK, "--timeout", "8", "-n", "2", "-s",
+                          "1", "--launcher", "local", *WORKER, "push_pull_demo",
+                          "--extra-round-rank", "0"], capture_output=True, text=True, timeout=90)
+    assert out.returncode == 124, out.stderr
+    assert "did not finish within 8 s" in out.stderr
+    assert time.monotonic() - start < 40
+
+
+def test_the_books_local_command(real_data_dir, tmp_path):
+    (command,) = book_commands("multi-machine.md", SECTION, "--launcher local")
+    out = run_book_command(command, {}, tmp_path, timeout=240)
+    a, b = sorted(_reports(out.stdout), key=lambda r: r["rank"])
+    assert a["checksum"] == b["checksum"] and a["num_workers"] == 2
+
+
+def test_the_books_ssh_command(real_data_dir, sshd, tmp_path):
+    port, ssh_bin, sshd_pid = sshd
+    (command,) = book_commands("multi-machine.md", SECTION, "--launcher ssh")
+    replace = {"192.0.2.1": LOOPBACK, "192.0.2.2": f"{LOOPBACK}:{port}",
+               "192.0.2.3": f"{LOOPBACK}:{port}"}
+    out = run_book_command(command, replace, tmp_path, timeout=240, path=(ssh_bin,))
+    a, b = sorted(_reports(out.stdout), key=lambda r: r["rank"])
+    assert a["checksum"] == b["checksum"] and a["num_workers"] == 2
+    assert _wait_until_gone(sshd_pid) == [], "processes left on the 'remote' hosts"
+
+
+def test_ssh_job_with_a_dead_worker_leaves_nothing_on_the_hosts(sshd, tmp_path):
+    port, ssh_bin, sshd_pid = sshd
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"{LOOPBACK}:{port}\n{LOOPBACK}:{port}\n")
+    env = {**os.environ, "PATH": f"{ssh_bin}{os.pathsep}{os.environ['PATH']}"}
+    start = time.monotonic()
+    out = subprocess.run([*MXLAUNCH, "--host-ip", LOOPBACK, "--timeout", "90", "-n", "2", "-s",
+                          "2", "-H", str(hosts), "--launcher", "ssh", *WORKER, "push_pull_demo",
+                          "--rounds", "3", "--kill-rank", "1"], capture_output=True, text=True,
+                         timeout=150, env=env, cwd=tmp_path)
+    assert out.returncode == 1, out.stderr
+    assert "(through ssh) exited with code 255" in out.stderr
+    assert time.monotonic() - start < 60
+    # The remote processes hang up with their terminal: none is left under the sshd.
+    assert _wait_until_gone(sshd_pid) == [], "processes left on the 'remote' hosts"
+    assert running([sshd_pid]) == [sshd_pid]
+
+
+# Credentials: fix 5 of mgpu.cluster.mxlaunch. Every value below must stay off every command line.
+SECRETS = {"AWS_ACCESS_KEY_ID": "AKIA-test-not-a-key", "AWS_SECRET_ACCESS_KEY": "aws-secret-x9",
+           "AWS_SESSION_TOKEN": "aws-session-x9", "MY_API_TOKEN": "api-token-x9"}
+GIVEN_SECRETS = {"DB_PASSWORD": "db-password-x9", "service_key": "service-key-x9"}
+DROPPED = [*SECRETS, *GIVEN_SECRETS]
+
+
+def _recorder(tmp_path: Path, name: str, then: str) -> tuple[str, Path]:
+    """A program ``name`` in a fresh directory (returned, to put first on PATH) that records
+    its arguments (one JSON list per line, in the returned log) and then runs ``then``, a
+    line of Python that may use ``sys.argv``."""
+    bin_dir, log = tmp_path / f"fake-{name}", tmp_path / f"{name}-argv.jsonl"
+    bin_dir.mkdir()
+    (bin_dir / name).write_text(
+        f"#!{sys.executable}\nimport json, os, sys\n"
+        f"with open({str(log)!r}, 'a') as f:\n    f.write(json.dumps(sys.argv) + '\\n')\n"
+        f"{then}\n")
+    (bin_dir / name).chmod(0o755)
+    return str(bin_dir), log
+
+
+def _fake_ssh(tmp_path: Path) -> tuple[str, Path]:
+    """An ``ssh`` that records its arguments and runs the remote command here, with bash,
+    as sshd would on the other machine."""
+    return _recorder(tmp_path, "ssh", "os.execvp('bash', ['bash', '-c', sys.argv[-1]])")
+
+
+def _fake_bash(tmp_path: Path) -> tuple[str, Path]:
+    """A ``bash`` that records its arguments, then runs /bin/bash.
+    ``dmlc_tracker/local.py`` (``exec_cmd``) starts every server and worker with
+    ``executable='bash'``, which is looked up on the PATH of the process's environment."""
+    return _recorder(tmp_path, "bash", "os.execv('/bin/bash', ['bash', *sys.argv[1:]])")
+
+
+def _cmdlines_while(proc: subprocess.Popen) -> list[str]:
+    """The command line of every descendant of ``proc`` seen while it runs, sampled every
+    10 ms from /proc (only its own tree: another test run may use the same values).
+    ``proc``'s own command line is left out: its children have it too between their fork
+    and their exec."""
+    own, seen = " ".join(proc.args) + " ", set()
+    while proc.poll() is None:
+        for pid in descendants(proc.pid):
+            try:
+                seen.add(Path(f"/proc/{pid}/cmdline").read_bytes()
+                         .replace(b"\0", b" ").decode())
+            except OSError:
+                continue
+        time.sleep(0.01)
+    return sorted(seen - {own})
+
+
+def _env_job(tmp_path: Path, launcher: list[str], env: dict[str, str]):
+    """Run push_pull_demo with --env* options; every process first writes its role and
+    the variables it sees to a file. Returns (process, stdout, stderr, command lines)."""
+    given = [w for name, value in GIVEN_SECRETS.items()
+             for w in ("--env-worker", f"{name}:{value}")]
+    options = ["--env", "MY_API_TOKEN", "--env", "MGPU_BOTH", "--env-worker", "MGPU_W:w1",
+               "--env-server=MGPU_S:s1", *given]
+    record = [f"echo $DMLC_ROLE ${{MGPU_BOTH:-}} ${{MGPU_W:-}} ${{MGPU_S:-}} > "
+              f"{tmp_path}/seen.$$;"]
+    proc = subprocess.Popen(
+        [*MXLAUNCH, "--host-ip", LOOPBACK, "--timeout", "90", "-n", "2", "-s", "1", *launcher,
+         *options, *record, *WORKER, "push_pull_demo"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+        env={**os.environ, **SECRETS, "MGPU_BOTH": "both1", **env})
+    cmdlines = _cmdlines_while(proc)
+    out, err = proc.communicate(timeout=150)
+    seen = sorted(p.read_text().split() for p in tmp_path.glob("seen.*"))
+    return proc, out, err, cmdlines, seen
+
+
+def test_dmlc_tracker_puts_aws_keys_on_the_ssh_command_line(monkeypatch):
+    """What fix 5 is for: the installed dmlc_tracker exports the AWS keys."""
+    from dmlc_tracker import ssh
+
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    exports = ssh.get_env({"DMLC_ROLE": "worker"})
+    assert "export AWS_SECRET_ACCESS_KEY=aws-secret-x9;" in exports
+    assert "export AWS_ACCESS_KEY_ID=AKIA-test-not-a-key;" in exports
+
+
+def test_ssh_launch_puts_no_credential_on_any_command_line(tmp_path):
+    ssh_bin, log = _fake_ssh(tmp_path)
+    hosts = tmp_path / "hosts"
+    hosts.write_text(f"{LOOPBACK}\n{LOOPBACK}\n")
+    proc, out, err, cmdlines, seen = _env_job(
+        tmp_path, ["-H", str(hosts), "--launcher", "ssh"],
+        {"PATH": f"{ssh_bin}{os.pathsep}{os.environ['PATH']}"})
+    assert proc.returncode == 0, err
+    argvs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(argvs) == 3  # one server and two workers, started through ssh
+    values = [*SECRETS.values(), *GIVEN_SECRETS.values()]
+    assert not [a for a in argvs if any(v in " ".join(a) for v in values)]
+    assert not [c for c in cmdlines if any(v in c for v in values)]
+    for name in DROPPED:  # each dropped variable is named, with what to do instead
+        assert name in err
+    assert err.count("chmod 600") == len(DROPPED)
+    assert ("AWS_SESSION_TOKEN is set here but is not passed to the other machines: "
+            "mxlaunch passes no credential to them") in err
+    # The other --env* variables arrive, each at the processes it was meant for.
+    exports = [a[-1].split(" cd ")[0] for a in argvs]
+    servers = [e for e in exports if "export DMLC_ROLE=server;" in e]
+    workers = [e for e in exports if "export DMLC_ROLE=worker;" in e]
+    assert len(servers) == 1 and len(workers) == 2
+    assert all("export MGPU_S=s1;" in e and "MGPU_W" not in e for e in servers)
+    assert all("export MGPU_W=w1;" in e and "MGPU_S" not in e for e in workers)
+    assert all("export MGPU_BOTH=both1;" in e for e in exports)
+    assert ["server", "both1", "s1"] in seen and ["worker", "both1", "w1"] in seen
+    assert sorted(r["rank"] for r in _reports(out)) == [0, 1]
+
+
+def test_local_launch_passes_env_options_and_drops_credentials(tmp_path):
+    bash_bin, log = _fake_bash(tmp_path)
+    proc, out, err, cmdlines, seen = _env_job(
+        tmp_path, ["--launcher", "local"],
+        {"PATH": f"{bash_bin}{os.pathsep}{os.environ['PATH']}"})
+    assert proc.returncode == 0, err
+    argvs = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(argvs) == 3  # one server and two workers, started with bash -c
+    values = [*SECRETS.values(), *GIVEN_SECRETS.values()]
+    assert not [a for a in argvs if any(v in " ".join(a) for v in values)]
+    assert not [c for c in cmdlines if any(v in c for v in values)]
+    for name in GIVEN_SECRETS:
+        assert f"--env-worker {name} was dropped" in err
+    # Locally every process inherits the environment: --env MY_API_TOKEN is not "dropped".
+    assert "--env MY_API_TOKEN: with --launcher local every process inherits" in err
+    assert "AWS_SECRET_ACCESS_KEY" not in err  # locally no command line carries the keys
+    # launch.py's --env-worker and --env-server reach their processes (as shipped they
+    # end up in the command: 'MGPU_W:w1: command not found').
+    assert sorted(seen) == [["scheduler", "both1"], ["server", "both1", "s1"],
+                            ["worker", "both1", "w1"], ["worker", "both1", "w1"]]
+    assert sorted(r["rank"] for r in _reports(out)) == [0, 1]
+
+
+def test_env_options_need_a_name_and_value():
+    out = subprocess.run([*MXLAUNCH, "--host-ip", LOOPBACK, "-n", "1", "--launcher", "local",
+                          "--env-worker", "NOVALUE", "true"], capture_output=True, text=True)
+    assert out.returncode != 0 and "--env-worker needs NAME:VALUE" in out.stderr
