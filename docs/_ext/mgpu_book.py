@@ -23,8 +23,8 @@ The Chinese search lives in ``_ext/mgpu_search.py``, the source the book carries
 from __future__ import annotations
 
 import copy
-import hashlib
 import posixpath
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -32,25 +32,21 @@ from sphinx.application import Sphinx
 from sphinx.config import Config
 from sphinx.util import logging
 
+# The repository, where the package tools is: one digest for the stamps of nox and of this cache.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from tools.stamps import digest  # noqa: E402
+
 logger = logging.getLogger(__name__)
 
 
 # --- what executed pages depend on besides their code ---------------------------------------
-def _digest(files: list[Path], root: Path | None = None) -> str:
-    """SHA-256 of the files' contents (and of their names relative to ``root``, if given)."""
-    h = hashlib.sha256()
-    for f in files:
-        if root is not None:
-            h.update(f.relative_to(root).as_posix().encode())
-        h.update(f.read_bytes() if f.is_file() else b"<missing>")
-    return h.hexdigest()
-
-
 def _package_hash(config: Config) -> str:
+    """SHA-256 of the package's modules: their names (relative to it) and their contents."""
     package = Path(config.mgpu_package_dir)
     if not package.is_dir():
         return ""
-    return _digest(sorted(package.rglob("*.py")), root=package)
+    files = sorted(package.rglob("*.py"))
+    return digest(*(f.relative_to(package).as_posix() for f in files), *files)
 
 
 def _resolve_paths(app: Sphinx, config: Config) -> None:
@@ -65,13 +61,13 @@ def _resolve_paths(app: Sphinx, config: Config) -> None:
     config.mgpu_package_hash = _package_hash(config)
 
 
-def _stamp_differs(stamp: Path, digest: str) -> bool:
-    return not (stamp.is_file() and stamp.read_text() == digest)
+def _stamp_differs(stamp: Path, wanted: str) -> bool:
+    return not (stamp.is_file() and stamp.read_text() == wanted)
 
 
-def _write_stamp(stamp: Path, digest: str) -> None:
+def _write_stamp(stamp: Path, wanted: str) -> None:
     stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(digest)
+    stamp.write_text(wanted)
 
 
 def _invalidate_cache(app: Sphinx, config: Config) -> None:
@@ -96,9 +92,9 @@ def _invalidate_cache(app: Sphinx, config: Config) -> None:
         _write_stamp(stamp, config.mgpu_package_hash)
     srcdir = Path(app.srcdir).resolve()
     for page, files in config.mgpu_page_data.items():
-        digest = _digest([Path(f) for f in files])
+        wanted = digest(*(Path(f) for f in files))
         stamp = cache_dir.parent / f"data-{page}.sha256"
-        if not _stamp_differs(stamp, digest):
+        if not _stamp_differs(stamp, wanted):
             continue
         if cache_dir.exists():
             cache = get_cache(str(cache_dir))
@@ -107,7 +103,7 @@ def _invalidate_cache(app: Sphinx, config: Config) -> None:
                     logger.info("mgpu_book: data of %r changed: dropping its cached execution",
                                 page)
                     cache.remove_cache(record.pk)
-        _write_stamp(stamp, digest)
+        _write_stamp(stamp, wanted)
 
 
 def _note_data_dependencies(app: Sphinx, docname: str, source: list[str]) -> None:

@@ -24,12 +24,13 @@ import copy
 import hashlib
 import re
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import nbformat
 from docutils import nodes
-from sphinx import addnodes
+from docutils.utils import new_document
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
@@ -65,13 +66,93 @@ def _fence(code: str, language: str = "") -> str:
     return f"{ticks}{language}\n{code.rstrip()}\n{ticks}"
 
 
-class MarkdownWriter:
-    """Markdown for the nodes of one page's resolved doctree (the parts between code cells)."""
+def _quote(text: str) -> str:
+    """``text`` as a Markdown block quote."""
+    return "\n".join("> " + line if line else ">" for line in text.splitlines())
+
+
+class MarkdownWriter(nodes.NodeVisitor):
+    """Markdown for the nodes of one page's resolved doctree (the parts between code cells).
+
+    A docutils node visitor: :meth:`block` gives a node's Markdown blocks, :meth:`inline` its
+    Markdown text in running text (a node is written differently in the two places: a ``literal``
+    is a code span in a paragraph, its plain text as a block of its own). Each ``visit_<class>``
+    either writes its node whole and skips it (``nodes.SkipNode``), or lets its children write
+    into a new frame (:meth:`open`) and says what to make of their Markdown, which
+    :meth:`depart_Node` does; in running text, a block's children are written in place
+    (:meth:`keep`). As in Sphinx's translators, the methods are looked up along the node's class
+    hierarchy: ``addnodes.literal_strong`` is written as ``strong``, ``nodes.note`` as an
+    ``Admonition``, anything else as a ``TextElement`` or an ``Element``.
+    """
 
     def __init__(self, app: Sphinx, docname: str, notebooks: set[str]) -> None:
+        super().__init__(new_document(f"<notebook {docname}>"))
         self.app, self.docname, self.notebooks = app, docname, notebooks
         self.attachments: dict[str, dict[str, str]] = {}
         self.section_level = 0
+        # What is being written: one frame per open node, (running text?, Markdown parts).
+        self.frames: list[tuple[bool, list[str]]] = []
+        # Per visited node not skipped: what to make of its frame on departure (None: in place).
+        self.closers: list[Callable[[Any], list[str]] | None] = []
+
+    # --- walking -----------------------------------------------------------------------------
+    def dispatch_visit(self, node: nodes.Node) -> None:
+        for cls in type(node).__mro__:
+            method = getattr(self, f"visit_{cls.__name__}", None)
+            if method is not None:
+                method(node)
+                return
+        raise NotImplementedError(f"{type(self).__name__}: no visit method for {node!r}")
+
+    def dispatch_departure(self, node: nodes.Node) -> None:
+        self.depart_Node(node)
+
+    def write(self, *parts: str) -> None:
+        self.frames[-1][1].extend(parts)
+
+    @property
+    def in_text(self) -> bool:
+        """Whether the node being visited is in running text (an inline's Markdown)."""
+        return self.frames[-1][0]
+
+    def open(self, in_text: bool, close: Callable[[Any], list[str]]) -> None:
+        """The node's children write into a new frame; on departure ``close`` gets their
+        Markdown (running text: one string; blocks: the non-blank ones) and gives the node's."""
+        self.frames.append((in_text, []))
+        self.closers.append(close)
+
+    def keep(self) -> None:
+        """The node's children write in place: the node adds nothing of its own."""
+        self.closers.append(None)
+
+    def depart_Node(self, node: nodes.Node) -> None:
+        close = self.closers.pop()
+        if close is not None:
+            in_text, parts = self.frames.pop()
+            self.write(*close("".join(parts) if in_text else [p for p in parts if p.strip()]))
+
+    def walk(self, children: list[nodes.Node], in_text: bool) -> list[str]:
+        self.frames.append((in_text, []))
+        try:
+            for child in children:
+                child.walkabout(self)
+        finally:
+            parts = self.frames.pop()[1]
+        return parts
+
+    def block(self, node: nodes.Node) -> list[str]:
+        """The Markdown blocks of ``node`` (blank ones too)."""
+        return self.walk([node], in_text=False)
+
+    def blocks(self, node: nodes.Element) -> list[str]:
+        """The non-blank Markdown blocks of ``node``'s children."""
+        return [b for b in self.walk(node.children, in_text=False) if b.strip()]
+
+    def inline(self, node: nodes.Node) -> str:
+        return "".join(self.walk([node], in_text=True))
+
+    def inlines(self, node: nodes.Element) -> str:
+        return "".join(self.walk(node.children, in_text=True))
 
     # --- links -------------------------------------------------------------------------------
     def link_target(self, node: nodes.reference) -> str | None:
@@ -88,37 +169,206 @@ class MarkdownWriter:
                 return f"{page}.ipynb"
         return None  # a page without notebook (e.g. the API reference), or a local file
 
-    # --- inline ------------------------------------------------------------------------------
-    def inline(self, node: nodes.Node) -> str:
-        if isinstance(node, nodes.Text):
-            return _escape(node.astext().replace("\n", " "))
-        if isinstance(node, nodes.literal):
-            return _code_span(node.astext())
-        if isinstance(node, nodes.strong):
-            return f"**{self.inlines(node)}**"
-        if isinstance(node, nodes.emphasis):
-            return f"*{self.inlines(node)}*"
-        if isinstance(node, nodes.math):
-            return f"${node.astext()}$"
-        if isinstance(node, nodes.reference):
-            text = self.inlines(node)
-            target = self.link_target(node)
-            return f"[{text}]({target})" if target else text
-        if isinstance(node, nodes.image):
-            return self.image(node)
-        if isinstance(node, (nodes.footnote_reference, nodes.citation_reference)):
-            return f"[{_escape(node.astext())}]"
-        if isinstance(node, nodes.raw):
-            return node.astext() if node.get("format") == "html" else ""
-        if isinstance(node, (nodes.target, nodes.system_message, nodes.comment)):
-            return ""
-        if isinstance(node, nodes.Element):
-            return self.inlines(node)
-        return _escape(node.astext())
+    # --- anywhere ----------------------------------------------------------------------------
+    def visit_Text(self, node: nodes.Text) -> None:
+        text = node.astext()
+        self.write(_escape(text.replace("\n", " ") if self.in_text else text))
+        raise nodes.SkipNode
 
-    def inlines(self, node: nodes.Element) -> str:
-        return "".join(self.inline(child) for child in node.children)
+    def visit_Element(self, node: nodes.Element) -> None:
+        """Containers, compounds, toctree wrappers...: their children's blocks."""
+        if self.in_text:
+            self.keep()
+        else:
+            self.open(False, lambda blocks: blocks)
 
+    def visit_TextElement(self, node: nodes.TextElement) -> None:
+        """Any other text: one block of running text."""
+        if self.in_text:
+            self.keep()
+        else:
+            self.open(True, lambda text: [text])
+
+    def visit_image(self, node: nodes.image) -> None:
+        self.write(self.image(node))
+        raise nodes.SkipNode
+
+    def visit_raw(self, node: nodes.raw) -> None:
+        if node.get("format") == "html":
+            self.write(node.astext())
+        raise nodes.SkipNode
+
+    def visit_target(self, node: nodes.Node) -> None:
+        raise nodes.SkipNode
+
+    visit_comment = visit_system_message = visit_target
+
+    def visit_label(self, node: nodes.Element) -> None:
+        """Left out between blocks (a footnote writes its own label), kept in running text."""
+        if self.in_text:
+            self.keep()
+        else:
+            raise nodes.SkipNode
+
+    visit_substitution_definition = visit_label
+    visit_index = visit_label  # sphinx.addnodes.index
+
+    # --- in running text ---------------------------------------------------------------------
+    def visit_literal(self, node: nodes.literal) -> None:
+        if not self.in_text:
+            return self.visit_TextElement(node)
+        self.write(_code_span(node.astext()))
+        raise nodes.SkipNode
+
+    def visit_strong(self, node: nodes.strong) -> None:
+        if not self.in_text:
+            return self.visit_TextElement(node)
+        self.open(True, lambda text: [f"**{text}**"])
+
+    def visit_emphasis(self, node: nodes.emphasis) -> None:
+        if not self.in_text:
+            return self.visit_TextElement(node)
+        self.open(True, lambda text: [f"*{text}*"])
+
+    def visit_math(self, node: nodes.math) -> None:
+        if not self.in_text:
+            return self.visit_TextElement(node)
+        self.write(f"${node.astext()}$")
+        raise nodes.SkipNode
+
+    def visit_reference(self, node: nodes.reference) -> None:
+        if not self.in_text:
+            return self.visit_TextElement(node)
+        target = self.link_target(node)
+        self.open(True, lambda text: [f"[{text}]({target})" if target else text])
+
+    def visit_footnote_reference(self, node: nodes.Element) -> None:
+        if not self.in_text:
+            return self.visit_TextElement(node)
+        self.write(f"[{_escape(node.astext())}]")
+        raise nodes.SkipNode
+
+    visit_citation_reference = visit_footnote_reference
+
+    # --- between blocks (in running text, their children write in place) --------------------
+    def visit_section(self, node: nodes.section) -> None:
+        if self.in_text:
+            return self.keep()
+        self.section_level += 1
+
+        def close(blocks: list[str]) -> list[str]:
+            self.section_level -= 1
+            return blocks
+
+        self.open(False, close)
+
+    def visit_title(self, node: nodes.title) -> None:
+        if self.in_text:
+            return self.keep()
+        level = min(max(self.section_level, 1), 6)
+        self.open(True, lambda text: [f"{'#' * level} {text}"])
+
+    def visit_paragraph(self, node: nodes.paragraph) -> None:
+        self.visit_TextElement(node)
+
+    def visit_rubric(self, node: nodes.rubric) -> None:
+        if self.in_text:
+            return self.keep()
+        self.open(True, lambda text: [f"**{text}**"])
+
+    def visit_literal_block(self, node: nodes.literal_block) -> None:
+        if self.in_text:
+            return self.keep()
+        language = node.get("language", "") or ""
+        # Sphinx's "default" (highlight_language) is Python 3; "none" is plain text.
+        language = {"default": "python", "python3": "python", "none": ""}.get(language, language)
+        self.write(_fence(node.astext(), language))
+        raise nodes.SkipNode
+
+    def visit_math_block(self, node: nodes.math_block) -> None:
+        if self.in_text:
+            return self.keep()
+        self.write(f"$$\n{node.astext().strip()}\n$$")
+        raise nodes.SkipNode
+
+    def visit_bullet_list(self, node: nodes.bullet_list) -> None:
+        if self.in_text:
+            return self.keep()
+        self.write("\n".join(self.list_item(item, "- ") for item in node.children))
+        raise nodes.SkipNode
+
+    def visit_enumerated_list(self, node: nodes.enumerated_list) -> None:
+        if self.in_text:
+            return self.keep()
+        start = node.get("start", 1)
+        self.write("\n".join(self.list_item(item, f"{start + i}. ")
+                             for i, item in enumerate(node.children)))
+        raise nodes.SkipNode
+
+    def visit_definition_list(self, node: nodes.definition_list) -> None:
+        if self.in_text:
+            return self.keep()
+        for item in node.children:
+            term = next(c for c in item.children if isinstance(c, nodes.term))
+            definition = next(c for c in item.children if isinstance(c, nodes.definition))
+            self.write(f"**{self.inlines(term)}**  \n" + "\n\n".join(self.blocks(definition)))
+        raise nodes.SkipNode
+
+    def visit_Admonition(self, node: nodes.Element) -> None:
+        """An admonition, topic or sidebar: a block quote under its title in bold."""
+        if self.in_text:
+            return self.keep()
+        title = next((c for c in node.children if isinstance(c, nodes.title)), None)
+        heading = self.inlines(title) if title is not None else node.tagname.capitalize()
+        body = [b for c in node.children if c is not title for b in self.block(c)]
+        self.write(_quote("\n\n".join([f"**{heading}**", *body])))
+        raise nodes.SkipNode
+
+    visit_topic = visit_sidebar = visit_Admonition
+
+    def visit_block_quote(self, node: nodes.block_quote) -> None:
+        if self.in_text:
+            return self.keep()
+        self.open(False, lambda blocks: [_quote("\n\n".join(blocks))])
+
+    def visit_figure(self, node: nodes.figure) -> None:
+        if self.in_text:
+            return self.keep()
+        for child in node.children:
+            if isinstance(child, nodes.image):
+                self.write(self.image(child))
+            elif isinstance(child, nodes.caption):
+                self.write(f"*{self.figure_number(node)}{self.inlines(child)}*")
+            elif isinstance(child, nodes.legend):
+                self.write(*self.blocks(child))
+            else:
+                self.write(*self.block(child))
+        raise nodes.SkipNode
+
+    def visit_table(self, node: nodes.table) -> None:
+        if self.in_text:
+            return self.keep()
+        self.write(self.table(node))
+        raise nodes.SkipNode
+
+    def visit_footnote(self, node: nodes.Element) -> None:
+        if self.in_text:
+            return self.keep()
+        label = next((c for c in node.children if isinstance(c, nodes.label)), None)
+        rest = [b for c in node.children if c is not label for b in self.block(c)]
+        mark = f"[{_escape(label.astext())}] " if label is not None else ""
+        self.write(mark + " ".join(rest))
+        raise nodes.SkipNode
+
+    visit_citation = visit_footnote
+
+    def visit_transition(self, node: nodes.transition) -> None:
+        if self.in_text:
+            return self.keep()
+        self.write("---")
+        raise nodes.SkipNode
+
+    # --- parts -------------------------------------------------------------------------------
     def image(self, node: nodes.image) -> str:
         """The image, attached to its Markdown cell (the notebook needs no file beside it)."""
         # After Sphinx's image collector: relative to the source directory (MyST-NB's images,
@@ -140,92 +390,6 @@ class MarkdownWriter:
         name = hashlib.sha256(data).hexdigest()[:16] + found.suffix.lower()
         self.attachments[name] = {mime: base64.b64encode(data).decode("ascii")}
         return f"![{alt}](attachment:{name})"
-
-    # --- blocks ------------------------------------------------------------------------------
-    def blocks(self, node: nodes.Element) -> list[str]:
-        out: list[str] = []
-        for child in node.children:
-            out.extend(self.block(child))
-        return [b for b in out if b.strip()]
-
-    def block(self, node: nodes.Node) -> list[str]:  # noqa: C901 (one branch per node type)
-        if isinstance(node, nodes.section):
-            self.section_level += 1
-            try:
-                return self.blocks(node)
-            finally:
-                self.section_level -= 1
-        if isinstance(node, nodes.title):
-            level = min(max(self.section_level, 1), 6)
-            return [f"{'#' * level} {self.inlines(node)}"]
-        if isinstance(node, nodes.paragraph):
-            return [self.inlines(node)]
-        if isinstance(node, nodes.literal_block):
-            language = node.get("language", "") or ""
-            # Sphinx's "default" (highlight_language) is Python 3; "none" is plain text.
-            language = {"default": "python", "python3": "python", "none": ""}.get(language,
-                                                                                  language)
-            return [_fence(node.astext(), language)]
-        if isinstance(node, nodes.math_block):
-            return [f"$$\n{node.astext().strip()}\n$$"]
-        if isinstance(node, nodes.bullet_list):
-            return ["\n".join(self.list_item(item, "- ") for item in node.children)]
-        if isinstance(node, nodes.enumerated_list):
-            start = node.get("start", 1)
-            return ["\n".join(self.list_item(item, f"{start + i}. ")
-                              for i, item in enumerate(node.children))]
-        if isinstance(node, nodes.definition_list):
-            items = []
-            for item in node.children:
-                term = next(c for c in item.children if isinstance(c, nodes.term))
-                definition = next(c for c in item.children if isinstance(c, nodes.definition))
-                items.append(f"**{self.inlines(term)}**  \n" + "\n\n".join(self.blocks(definition)))
-            return items
-        if isinstance(node, (nodes.Admonition, nodes.topic, nodes.sidebar)):
-            title = next((c for c in node.children if isinstance(c, nodes.title)), None)
-            heading = self.inlines(title) if title is not None else node.tagname.capitalize()
-            body = [b for c in node.children if c is not title for b in self.block(c)]
-            text = "\n\n".join([f"**{heading}**", *body])
-            return ["\n".join("> " + line if line else ">" for line in text.splitlines())]
-        if isinstance(node, nodes.figure):
-            parts = []
-            for child in node.children:
-                if isinstance(child, nodes.image):
-                    parts.append(self.image(child))
-                elif isinstance(child, nodes.caption):
-                    number = self.figure_number(node)
-                    parts.append(f"*{number}{self.inlines(child)}*")
-                elif isinstance(child, nodes.legend):
-                    parts.extend(self.blocks(child))
-                else:
-                    parts.extend(self.block(child))
-            return parts
-        if isinstance(node, nodes.image):
-            return [self.image(node)]
-        if isinstance(node, nodes.table):
-            return [self.table(node)]
-        if isinstance(node, nodes.block_quote):
-            text = "\n\n".join(self.blocks(node))
-            return ["\n".join("> " + line if line else ">" for line in text.splitlines())]
-        if isinstance(node, (nodes.footnote, nodes.citation)):
-            label = next((c for c in node.children if isinstance(c, nodes.label)), None)
-            rest = [b for c in node.children if c is not label for b in self.block(c)]
-            mark = f"[{_escape(label.astext())}] " if label is not None else ""
-            return [mark + " ".join(rest)]
-        if isinstance(node, nodes.raw):
-            return [node.astext()] if node.get("format") == "html" else []
-        if isinstance(node, nodes.rubric):
-            return [f"**{self.inlines(node)}**"]
-        if isinstance(node, nodes.transition):
-            return ["---"]
-        if isinstance(node, (nodes.target, nodes.comment, nodes.system_message,
-                             nodes.substitution_definition, addnodes.index, nodes.label)):
-            return []
-        if isinstance(node, (nodes.TextElement,)):
-            return [self.inlines(node)]
-        if isinstance(node, nodes.Element):  # containers, compounds, toctree wrappers, ...
-            return self.blocks(node)
-        return [_escape(node.astext())]
 
     def figure_number(self, figure: nodes.figure) -> str:
         ids = figure.get("ids", [])

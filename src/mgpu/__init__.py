@@ -27,101 +27,46 @@ else; the first such name imports its module, and with it MXNet through
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.metadata
+import re
+from pathlib import Path
 from types import MappingProxyType
 
 __version__ = importlib.metadata.version("mgpu")
 
+#: The modules whose ``__all__`` names are ``mgpu.<name>``, in the order of the book.
+PUBLIC_MODULES = (
+    "mgpu.backend", "mgpu.hardware", "mgpu.checks", "mgpu.data", "mgpu.models",
+    "mgpu.parallel", "mgpu.collectives", "mgpu.step", "mgpu.loop", "mgpu.largebatch",
+    "mgpu.probes.timing", "mgpu.probes.engine", "mgpu.probes.kvstore",
+    "mgpu.probes.hetero", "mgpu.programs.registry", "mgpu.programs.report",
+    "mgpu.programs.run", "mgpu.programs.fresh", "mgpu.programs.engine",
+    "mgpu.programs.ps", "mgpu.programs.kvstore", "mgpu.programs.horovod",
+    "mgpu.cluster.processes", "mgpu.cluster.job", "mgpu.cluster.local",
+    "mgpu.cluster.mxlaunch", "mgpu.cluster.horovodrun", "mgpu.book.claims",
+    "mgpu.book.budget", "mgpu.book.style", "mgpu.book.plot", "mgpu.book.diagrams",
+)
+
+
+def public_names(module: str) -> list[str]:
+    """The ``__all__`` of one of the package's modules, read from its source without
+    importing it (so that ``import mgpu`` imports nothing).
+
+    >>> public_names("mgpu.backend")
+    ['mx']
+    """
+    path = Path(__file__).parent.joinpath(*module.split(".")[1:]).with_suffix(".py")
+    found = re.search(r"^__all__ = (\[.*?\])", path.read_text("utf-8"), re.M | re.S)
+    if found is None:
+        raise ImportError(f"{module} has no __all__ = [...] list")
+    return ast.literal_eval(found.group(1))
+
+
 #: The module of each public name (``mgpu.<name>`` imports it on first use).
-EXPORTS = MappingProxyType({
-    name: module
-    for module, names in {
-        "mgpu.backend": (
-            "mx",
-        ),
-        "mgpu.hardware": (
-            "DeviceError", "devices", "hardware_in", "hardware_summary", "num_gpus",
-            "parse_devices", "try_all_gpus", "try_gpu",
-        ),
-        "mgpu.checks": (
-            "check_devices", "check_labels", "positive_int", "positive_number",
-        ),
-        "mgpu.data": (
-            "FILES", "NUM_CLASSES", "DataError", "Dataset", "data_dirs",
-            "find_data_dir", "iter_batches", "load_fashion_mnist", "read_idx",
-        ),
-        "mgpu.models": (
-            "LENET_SHAPES", "LeNet", "gradient_shapes", "lenet_forward",
-            "lenet_params", "resnet18_28",
-        ),
-        "mgpu.parallel": (
-            "SplitError", "get_params", "split_and_load", "split_sizes",
-        ),
-        "mgpu.collectives": (
-            "SMALL_TENSOR", "FusedAllreduce", "Traffic", "allreduce",
-            "allreduce_many", "allreduce_scatter_gather", "ring_allreduce",
-        ),
-        "mgpu.step": (
-            "Step", "average_running_statistics", "forward_backward", "gluon_step",
-            "scratch_step", "sgd",
-        ),
-        "mgpu.loop": (
-            "IN_FLIGHT", "KVSTORES", "History", "NonFiniteLossError",
-            "evaluate_accuracy", "train", "worker_shard",
-        ),
-        "mgpu.largebatch": (
-            "RULES", "Curves", "GhostBatchNorm", "average_ghost_statistics",
-            "scaled_lr", "train_schedule", "with_ghost_batch_norm",
-        ),
-        "mgpu.probes.timing": (
-            "Benchmark", "EngineEvent", "device_speeds", "engine_operations",
-            "engine_timeline", "op_overhead", "step_time",
-        ),
-        "mgpu.probes.engine": (
-            "QueueRun", "draw_queue_memory", "queue_memory", "resident_mb",
-            "thread_census", "thread_count",
-        ),
-        "mgpu.probes.kvstore": (
-            "BIGARRAY_BOUND", "device_owners", "push_pull_traffic",
-            "reduce_timeline", "server_shares", "socket_bytes", "step_timeline",
-            "train_traffic",
-        ),
-        "mgpu.probes.hetero": (
-            "CoTenant",
-        ),
-        "mgpu.programs.fresh": (
-            "MODELS", "train_fresh",
-        ),
-        "mgpu.programs.ps": (
-            "params_checksum", "push_pull_demo", "push_pull_timing",
-            "replay_workers", "train_demo",
-        ),
-        "mgpu.programs.horovod": (
-            "HorovodError", "HorovodResult", "RankFailure", "horovod_available",
-            "rank_failure", "run_horovod", "train_horovod",
-        ),
-        "mgpu.cluster.local": (
-            "ClusterError", "ClusterResult", "ClusterTimeout", "PortInUseError",
-            "ProcessResult", "cluster_env", "descendants", "free_port", "processes",
-            "run_local_cluster", "running",
-        ),
-        "mgpu.book.claims": (
-            "ClaimError", "Table", "glue", "require", "verdict",
-        ),
-        "mgpu.book.budget": (
-            "Budget", "budget",
-        ),
-        "mgpu.book.plot": (
-            "figure", "plot_bars", "plot_history", "plot_timeline",
-        ),
-        "mgpu.book.diagrams": (
-            "FontError", "cjk_font", "draw_allreduce", "draw_engine_queues",
-            "draw_parameter_server", "draw_step", "event_category",
-        ),
-    }.items()
-    for name in names
-})
+EXPORTS = MappingProxyType({name: module for module in PUBLIC_MODULES
+                            for name in public_names(module)})
 
 __all__ = sorted(EXPORTS)
 

@@ -23,6 +23,7 @@ __all__ = [
     "DataError",
     "Dataset",
     "FILES",
+    "NUM_CLASSES",
     "data_dirs",
     "find_data_dir",
     "iter_batches",

@@ -23,7 +23,7 @@ import numpy as np
 from mgpu.backend import mx
 from mgpu.checks import check_devices, positive_int, positive_number
 from mgpu.data import Dataset, iter_batches
-from mgpu.step import forward_backward
+from mgpu.step import StepResult, gluon_step
 
 __all__ = ["RULES", "Curves", "GhostBatchNorm", "average_ghost_statistics", "scaled_lr",
            "train_schedule", "with_ghost_batch_norm"]
@@ -109,7 +109,7 @@ def train_schedule(
     >>> len(c.step_loss), c.test_acc
     (4, [1.0, 1.0])
     """
-    from mgpu.loop import evaluate_accuracy
+    from mgpu.loop import evaluate_accuracy, run_epoch
 
     batch_size = positive_int("batch_size", batch_size)
     num_epochs = positive_int("num_epochs", num_epochs)
@@ -122,28 +122,31 @@ def train_schedule(
         raise ValueError(f"batch_size={batch_size} exceeds the "
                          f"{len(data.train_labels)} training examples: use a smaller "
                          "batch or more data")
-    loss = gluon.loss.SoftmaxCrossEntropyLoss()
     trainer = gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr(0)},
                             kvstore=None)
+    update = gluon_step(net, trainer, devices, allreduce=False)  # trainer.step(len(y))
     curves = Curves(batch_size)
-    step = 0
+    means: list[nd.NDArray] = []  # this epoch's mean loss of each step
+
+    def step(X: np.ndarray, y: np.ndarray) -> StepResult:
+        rate = positive_number("lr(step)", lr(len(curves.step_lr)),
+                               "lr must return a positive rate")
+        trainer.set_learning_rate(rate)
+        losses, outputs, labels = update(X, y)
+        means.append(losses[0].mean())
+        curves.step_lr.append(rate)
+        return losses, outputs, labels
+
     for _ in range(num_epochs):
         if curves.diverged:
             curves.epoch_loss.append(math.nan)
             curves.test_acc.append(0.0)
             continue
-        sums = []
-        for X, y in iter_batches(data.train_images, data.train_labels, batch_size,
-                                 min_last=batch_size):
-            rate = positive_number("lr(step)", lr(step),
-                                   "lr must return a positive rate")
-            trainer.set_learning_rate(rate)
-            losses, _, _ = forward_backward(net, X, y, devices, loss)
-            trainer.step(len(y))
-            sums.append(losses[0].mean())
-            curves.step_lr.append(rate)
-            step += 1
-        values = [float(s.asscalar()) for s in sums]
+        means.clear()
+        run_epoch(step, iter_batches(data.train_images, data.train_labels, batch_size,
+                                     min_last=batch_size),
+                  devices, stop_on_non_finite=False)
+        values = [float(m.asscalar()) for m in means]
         curves.step_loss += values
         curves.epoch_loss.append(float(np.mean(values)))
         ok = all(math.isfinite(v) for v in values)

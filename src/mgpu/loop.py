@@ -1,7 +1,12 @@
-"""The whole training loop, for from-scratch models and Gluon blocks, on one or many
+"""The training loop, for from-scratch models and Gluon blocks, on one or many
 devices.
 
-:func:`train` builds a step (:mod:`mgpu.step`) and runs it over the epochs;
+:func:`train` builds a step (:mod:`mgpu.step`) and runs it over the epochs. It is made
+of public pieces, which Horovod's ranks, the large-batch schedules, the KVStore probes
+and the replay of a cluster reuse: :func:`check_data`, :func:`initialise` and
+:func:`num_outputs` prepare a run; :func:`run_epoch` runs a step over one epoch's
+batches (:class:`EpochSums`); :func:`train_epochs` is the loop over the epochs, with the
+batches of :func:`epoch_batches`, recording each epoch with :meth:`History.add_epoch`.
 :func:`worker_shard` is each worker's part of the data under a distributed KVStore;
 :func:`evaluate_accuracy` scores a model data-parallel; :class:`History` holds what was
 measured.
@@ -12,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -24,8 +29,9 @@ from mgpu.models import lenet_forward, lenet_params
 from mgpu.parallel import get_params, split_and_load, split_sizes
 from mgpu.step import Step, average_running_statistics, gluon_step, scratch_step
 
-__all__ = ["KVSTORES", "History", "NonFiniteLossError", "evaluate_accuracy", "train",
-           "worker_shard"]
+__all__ = ["IN_FLIGHT", "KVSTORES", "EpochSums", "History", "NonFiniteLossError",
+           "check_data", "epoch_batches", "evaluate_accuracy", "initialise",
+           "num_outputs", "run_epoch", "train", "train_epochs", "worker_shard"]
 
 nd = mx.nd
 gluon = mx.gluon
@@ -106,6 +112,17 @@ def worker_shard(
     return images[rank * per : (rank + 1) * per], labels[rank * per : (rank + 1) * per]
 
 
+@dataclass(frozen=True)
+class EpochSums:
+    """What :func:`run_epoch` measured over one epoch: sums over the examples, and the
+    time."""
+
+    loss: float  #: the sum of every example's training loss
+    correct: float  #: how many training examples the model predicted right
+    seen: int  #: how many training examples the epoch used
+    seconds: float  #: the epoch's wall-clock time, waiting for the devices included
+
+
 @dataclass
 class History:
     """What :func:`train` measured, one entry per epoch."""
@@ -144,15 +161,20 @@ class History:
                                             or self.images_per_sec)),
         }
 
-    def _add_epoch(self, loss: float, correct: float, seen: int, elapsed: float,
-                   test_acc: float) -> None:
-        # One epoch's sums (as _run_epoch returns them) and test accuracy, as per-epoch
-        # figures.
-        self.loss.append(loss / seen)
-        self.train_acc.append(correct / seen)
+    def add_epoch(self, sums: EpochSums, test_acc: float) -> None:
+        """Record one epoch: :func:`run_epoch`'s sums as per-example figures, and the
+        test accuracy.
+
+        >>> hist = History(["cpu(0)"], batch_size=4, lr=0.1, model="LeNet")
+        >>> hist.add_epoch(EpochSums(loss=6.0, correct=3.0, seen=4, seconds=2.0), 0.5)
+        >>> hist.loss, hist.train_acc, hist.test_acc, hist.images_per_sec
+        ([1.5], [0.75], [0.5], [2.0])
+        """
+        self.loss.append(sums.loss / sums.seen)
+        self.train_acc.append(sums.correct / sums.seen)
         self.test_acc.append(test_acc)
-        self.epoch_time.append(elapsed)
-        self.images_per_sec.append(seen / elapsed)
+        self.epoch_time.append(sums.seconds)
+        self.images_per_sec.append(sums.seen / sums.seconds)
 
     def report(self, epoch: int, num_epochs: int) -> str:
         """One line on epoch ``epoch`` (counted from 1)."""
@@ -163,9 +185,15 @@ class History:
                 f"on {self.devices}, batch {self.batch_size}, lr {self.lr:g}")
 
 
-def _initialise(net: gluon.Block, devices: list[mx.Context], seed: int) -> None:
+def initialise(net: gluon.Block, devices: Sequence[mx.Context], seed: int) -> None:
     """Put ``net``'s parameters on ``devices``: initialise them (seeded) unless they
-    already are."""
+    already are.
+
+    >>> net = gluon.nn.Dense(2, in_units=3)
+    >>> initialise(net, [mx.cpu(0), mx.cpu(1)], seed=0)
+    >>> net.weight.list_ctx()
+    [cpu(0), cpu(1)]
+    """
     params = net.collect_params()
     try:
         for p in params.values():
@@ -179,10 +207,19 @@ def _initialise(net: gluon.Block, devices: list[mx.Context], seed: int) -> None:
         params.reset_ctx(devices)
 
 
-def _run_epoch(step: Step, batches, devices, progress: bool, total: int, epoch: int,
-               lr: float) -> tuple:
-    """Run ``step`` over ``batches``; return (loss sum, correct count, examples,
-    seconds).
+def run_epoch(
+    step: Step,
+    batches: Iterable[tuple[np.ndarray, np.ndarray]],
+    devices: Sequence[mx.Context],
+    *,
+    epoch: int = 1,
+    lr: float | None = None,
+    stop_on_non_finite: bool = True,
+    progress: bool = False,
+    total: int | None = None,
+) -> EpochSums:
+    """Run ``step`` over ``batches``; return the epoch's loss sum, count of correct
+    predictions, examples and seconds.
 
     The loop queues only the training steps. It keeps each batch's losses, outputs and
     labels (a few kilobytes per batch), and the epoch's loss sum and count of correct
@@ -191,7 +228,18 @@ def _run_epoch(step: Step, batches, devices, progress: bool, total: int, epoch: 
     with :class:`NonFiniteLossError` at the first batch whose loss is not finite: each
     step reads the losses of the step two batches back, which also bounds how far Python
     runs ahead of the devices (at most two steps queued beyond the one whose losses it
-    reads) without making the devices wait for Python.
+    reads) without making the devices wait for Python. With
+    ``stop_on_non_finite=False`` it reads no loss before the end and runs every batch.
+    ``epoch`` and ``lr`` are named in that error; ``progress`` shows a progress bar of
+    ``total`` batches.
+
+    >>> devs = [mx.cpu(0), mx.cpu(1)]
+    >>> params = [get_params(lenet_params(), d) for d in devs]
+    >>> step = scratch_step(lenet_forward, params, devs, lr=0.1)
+    >>> X, y = np.zeros((8, 1, 28, 28), np.uint8), np.zeros(8, np.int32)
+    >>> sums = run_epoch(step, iter_batches(X, y, 4), devs)
+    >>> sums.seen, sums.correct  # zero images: every prediction is class 0
+    (8, 8.0)
     """
     # Per batch: (losses, outputs, labels), each with one array per device.
     kept: list[tuple] = []
@@ -205,9 +253,11 @@ def _run_epoch(step: Step, batches, devices, progress: bool, total: int, epoch: 
     for b, (X, y) in enumerate(batches):
         kept.append(step(X, y))
         seen += len(y)
-        if b >= IN_FLIGHT and not _finite(kept[b - IN_FLIGHT][0]):
+        if (stop_on_non_finite and b >= IN_FLIGHT
+                and not _finite(kept[b - IN_FLIGHT][0])):
             raise _non_finite(kept, devices, epoch, lr)
-    if not all(_finite(losses) for losses, _, _ in kept[-IN_FLIGHT:]):
+    if stop_on_non_finite and not all(_finite(losses)
+                                      for losses, _, _ in kept[-IN_FLIGHT:]):
         raise _non_finite(kept, devices, epoch, lr)
     loss, correct = 0.0, 0.0
     for i in range(len(devices)):
@@ -218,10 +268,10 @@ def _run_epoch(step: Step, batches, devices, progress: bool, total: int, epoch: 
         right = outputs.argmax(axis=1) == labels.astype(outputs.dtype)
         correct += right.sum().asscalar()
     nd.waitall()
-    return loss, correct, seen, time.perf_counter() - start
+    return EpochSums(loss, correct, seen, time.perf_counter() - start)
 
 
-#: How many batches :func:`_run_epoch` lets Python queue before it reads a batch's
+#: How many batches :func:`run_epoch` lets Python queue before it reads a batch's
 #: losses.
 IN_FLIGHT = 2
 
@@ -231,8 +281,9 @@ def _finite(losses: Sequence[nd.NDArray]) -> bool:
     return all(np.isfinite(lo.asnumpy()).all() for lo in losses)
 
 
-def _non_finite(kept, devices, epoch: int, lr: float) -> NonFiniteLossError:
+def _non_finite(kept, devices, epoch: int, lr: float | None) -> NonFiniteLossError:
     """The error for the first batch whose loss is not finite on some device."""
+    rate = "" if lr is None else f"lr={lr:g}: "
     for b, (losses, _, _) in enumerate(kept):
         for device, lo in zip(devices, losses):
             values = lo.asnumpy()
@@ -241,7 +292,7 @@ def _non_finite(kept, devices, epoch: int, lr: float) -> NonFiniteLossError:
                 return NonFiniteLossError(
                     f"the training loss became {bad[0]} in epoch {epoch}, batch "
                     f"{b + 1} (on {device}); training stopped there. Likely causes: a "
-                    f"learning rate too large for this model and batch (lr={lr:g}: try "
+                    f"learning rate too large for this model and batch ({rate}try "
                     "one ten times smaller), or input images with NaN or infinite "
                     "values")
     return NonFiniteLossError(f"the training loss is not finite in epoch {epoch}")
@@ -265,8 +316,16 @@ def _check_args(devices, num_epochs, batch_size, eval_batch_size, lr, weights) -
             positive_int("eval_batch_size", eval_batch_size), lr)
 
 
-def _check_data(data: Dataset) -> None:
-    """A :class:`~mgpu.data.Dataset` with examples, matching lengths, finite images."""
+def check_data(data: Dataset) -> None:
+    """Check that ``data`` is a :class:`~mgpu.data.Dataset` with examples, matching
+    lengths, one image shape and finite images; raise a clear error if not.
+
+    >>> empty = np.zeros((0, 1, 28, 28), np.uint8)
+    >>> check_data(Dataset("toy", None, empty, np.zeros(0, np.int32), empty,
+    ...                    np.zeros(0, np.int32)))
+    Traceback (most recent call last):
+    ValueError: data has no training examples: train needs at least one (check ...)
+    """
     if not isinstance(data, Dataset):
         raise TypeError("data must be an mgpu.Dataset (see mgpu.load_fashion_mnist), "
                         f"got {type(data).__name__}")
@@ -328,8 +387,18 @@ def _forward(net, X: nd.NDArray, params, what: str) -> nd.NDArray:
             "expects") from None
 
 
-def _num_outputs(net, images: np.ndarray, device: mx.Context, params) -> int:
-    """Run the model on one training example; return its number of outputs (classes)."""
+def num_outputs(net: Callable | gluon.Block, images: np.ndarray, device: mx.Context,
+                params: Sequence[nd.NDArray] | None = None) -> int:
+    """Run the model on one training example; return its number of outputs (classes).
+
+    ``params`` are a from-scratch model's parameters on ``device`` (None for a Gluon
+    block); a model that cannot take the images, or gives no row of scores per example,
+    raises a ValueError that says so.
+
+    >>> images, params = np.zeros((5, 1, 28, 28), np.uint8), lenet_params()
+    >>> num_outputs(lenet_forward, images, mx.cpu(), get_params(params, mx.cpu()))
+    10
+    """
     X = nd.array(images[:1].astype(np.float32) / 255, ctx=device)
     out = _forward(net, X, params, "data.train_images")
     if out.ndim != 2:
@@ -380,7 +449,7 @@ def train(
     """
     devices, num_epochs, batch_size, eval_batch_size, lr = _check_args(
         devices, num_epochs, batch_size, eval_batch_size, lr, weights)
-    _check_data(data)
+    check_data(data)
     if allreduce and kvstore is not None:
         raise ValueError(f"allreduce=True and kvstore={kvstore!r} would both sum the "
                          "gradients: pass allreduce=False to let the KVStore sum them")
@@ -396,7 +465,7 @@ def train(
                          f"{len(devices)} devices: use more data or fewer devices")
     step, device_params, model, reduction = _make_step(
         net, devices, lr, params, allreduce, kvstore, weights, optimizer, seed, workers)
-    classes = _num_outputs(net, images, devices[0], device_params and device_params[0])
+    classes = num_outputs(net, images, devices[0], device_params and device_params[0])
     check_labels(labels, classes, "data.train_labels")
     check_labels(data.test_labels, classes, "data.test_labels")
 
@@ -405,19 +474,79 @@ def train(
     tail = len(labels) % local_batch
     hist.dropped_per_epoch = tail if 0 < tail < len(devices) else 0
     progress = sys.stderr.isatty() if progress is None else progress
-    for epoch in range(num_epochs):
-        batches = iter_batches(images, labels, local_batch, shuffle=True,
-                               seed=seed + epoch, min_last=len(devices))
-        loss, correct, seen, elapsed = _run_epoch(
-            step, batches, devices, progress, -(-len(labels) // local_batch), epoch + 1,
-            lr)
+
+    def test_accuracy() -> float:
         if device_params is None:  # a Gluon block: one set of BatchNorm statistics
             average_running_statistics(net)
-        hist._add_epoch(loss, correct, seen, elapsed, evaluate_accuracy(
-            net, data.test_images, data.test_labels, devices, eval_batch_size,
-            device_params))
+        return evaluate_accuracy(net, data.test_images, data.test_labels, devices,
+                                 eval_batch_size, device_params)
+
+    return train_epochs(
+        step, epoch_batches(images, labels, local_batch, seed, min_last=len(devices)),
+        devices, hist, num_epochs, test_accuracy, steps=-(-len(labels) // local_batch),
+        progress=progress, verbose=verbose)
+
+
+def epoch_batches(
+    images: np.ndarray, labels: np.ndarray, batch_size: int, seed: int,
+    min_last: int = 1,
+) -> Callable[[int], Iterator[tuple[np.ndarray, np.ndarray]]]:
+    """The minibatches of every epoch: ``batches(epoch)`` shuffles the examples with
+    ``seed + epoch`` and yields them as :func:`~mgpu.data.iter_batches` does.
+
+    >>> X, y = np.zeros((10, 1, 2, 2), np.uint8), np.arange(10)
+    >>> batches = epoch_batches(X, y, 4, seed=0, min_last=3)
+    >>> [len(b) for _, b in batches(0)], sorted(next(batches(1))[1]) != sorted(
+    ...     next(batches(2))[1])
+    ([4, 4], True)
+    """
+    def batches(epoch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        return iter_batches(images, labels, batch_size, shuffle=True, seed=seed + epoch,
+                            min_last=min_last)
+
+    return batches
+
+
+def train_epochs(
+    step: Step,
+    batches: Callable[[int], Iterable[tuple[np.ndarray, np.ndarray]]],
+    devices: Sequence[mx.Context],
+    hist: History,
+    num_epochs: int,
+    evaluate: Callable[[], float],
+    *,
+    steps: int | None = None,
+    progress: bool = False,
+    verbose: bool = False,
+    prefix: str = "",
+) -> History:
+    """The training loop: for each of ``num_epochs`` epochs, :func:`run_epoch` of
+    ``step`` over ``batches(epoch)``, then :meth:`History.add_epoch` with the test
+    accuracy ``evaluate()``; return ``hist``.
+
+    Epochs count from 0 in ``batches`` and from 1 in messages. ``evaluate`` runs after
+    every epoch (the place to make the devices' copies one model first, as
+    :func:`train` does with BatchNorm's statistics). ``verbose`` prints
+    :meth:`History.report` after every epoch, behind ``prefix``; ``progress`` shows a
+    progress bar of ``steps`` batches.
+
+    >>> devs = [mx.cpu(0), mx.cpu(1)]
+    >>> params = [get_params(lenet_params(), d) for d in devs]
+    >>> step = scratch_step(lenet_forward, params, devs, lr=0.1)
+    >>> X, y = np.zeros((8, 1, 28, 28), np.uint8), np.zeros(8, np.int32)
+    >>> hist = train_epochs(
+    ...     step, epoch_batches(X, y, 4, seed=0), devs,
+    ...     History([str(d) for d in devs], batch_size=4, lr=0.1, model="LeNet"), 2,
+    ...     lambda: evaluate_accuracy(lenet_forward, X, y, devs, device_params=params))
+    >>> hist.train_acc, hist.test_acc
+    ([1.0, 1.0], [1.0, 1.0])
+    """
+    for epoch in range(num_epochs):
+        sums = run_epoch(step, batches(epoch), devices, epoch=epoch + 1, lr=hist.lr,
+                         progress=progress, total=steps)
+        hist.add_epoch(sums, evaluate())
         if verbose:
-            print(hist.report(epoch + 1, num_epochs), flush=True)
+            print(prefix + hist.report(epoch + 1, num_epochs), flush=True)
     return hist
 
 
@@ -431,7 +560,7 @@ def _make_step(net, devices, lr, params, allreduce, kvstore, weights, optimizer,
         if optimizer not in mx.optimizer.Optimizer.opt_registry:
             raise ValueError(f"optimizer={optimizer!r} is not an MXNet optimizer; use "
                              "e.g. 'sgd', 'nag' or 'adam'")
-        _initialise(net, devices, seed)
+        initialise(net, devices, seed)
         net.hybridize()
         trainer = gluon.Trainer(net.collect_params(), optimizer, {"learning_rate": lr},
                                 kvstore=kvstore)

@@ -18,8 +18,8 @@ from mgpu.backend import mx
 from mgpu.collectives import FusedAllreduce, allreduce_many
 from mgpu.parallel import split_and_load
 
-__all__ = ["Step", "average_running_statistics", "forward_backward", "gluon_step",
-           "scratch_step", "sgd"]
+__all__ = ["Step", "StepResult", "average_running_statistics", "forward_backward",
+           "gluon_step", "scratch_step", "sgd"]
 
 nd = mx.nd
 autograd = mx.autograd

@@ -11,19 +11,21 @@ from pathlib import Path
 import pytest
 
 from helpers.book_commands import book_commands, run_book_command
-from mgpu.cluster.local import processes, run_local_cluster, running
+from mgpu.cluster import horovodrun
+from mgpu.cluster.local import run_local_cluster
+from mgpu.cluster.processes import processes, running
 from mgpu.programs import horovod
 from mgpu.programs import ps as dist
 
 needs_horovod = pytest.mark.skipif(
-    not horovod.horovod_available(),
+    not horovodrun.horovod_available(),
     reason="Horovod is not installed in this venv (with MXNet): `nox -s tests` builds it "
            "(noxfile.py, ensure_horovod)")
 
 PROGRAM = [sys.executable, "-m", "mgpu"]
 
 
-def _nothing_left(result: horovod.HorovodResult, pids=()) -> None:
+def _nothing_left(result: horovodrun.HorovodResult, pids=()) -> None:
     assert result.left_running == [], "processes still running after horovodrun exited"
     assert set(pids) <= set(result.pids), "a rank's PID was not recorded"
     assert running([*result.pids, *pids]) == []
@@ -31,7 +33,7 @@ def _nothing_left(result: horovod.HorovodResult, pids=()) -> None:
 
 @needs_horovod
 def test_allreduce_sums_across_two_ranks():
-    result = horovod.run_horovod([*PROGRAM, "hvd_allreduce", "--rounds", "2"], np=2,
+    result = horovodrun.run_horovod([*PROGRAM, "hvd_allreduce", "--rounds", "2"], np=2,
                                  timeout=90)
     reports = result.reports()
     assert sorted(r["rank"] for r in reports) == [0, 0, 1, 1]
@@ -43,7 +45,7 @@ def test_allreduce_sums_across_two_ranks():
 
 @needs_horovod
 def test_allreduce_timing_reports_every_round_of_every_rank():
-    result = horovod.run_horovod([*PROGRAM, "hvd_allreduce_timing", "--rounds", "3",
+    result = horovodrun.run_horovod([*PROGRAM, "hvd_allreduce_timing", "--rounds", "3",
                                   "--width", "4"], np=2, timeout=90)
     reports = sorted(result.reports(), key=lambda r: r["rank"])
     assert [r["rank"] for r in reports] == [0, 1]
@@ -58,7 +60,7 @@ def test_training_leaves_identical_weights_on_every_rank(real_data_dir):
     # The ranks start from different weights (seed + rank); the broadcast from rank 0 and the
     # allreduce of every step must leave them identical. 1,000 examples, global batch 128: each
     # rank's shard of 500 is cut to 448 = 7 x 64, as under dist_sync.
-    result = horovod.run_horovod(
+    result = horovodrun.run_horovod(
         [*PROGRAM, "hvd_train", "--subset", "1000", "--test-subset", "300", "--num-epochs", "2",
          "--batch-size", "128", "--lr", "0.1"], np=2, timeout=150)
     a, b = sorted(result.reports(), key=lambda r: r["rank"])
@@ -77,7 +79,7 @@ def test_horovod_makes_the_same_updates_as_dist_sync(real_data_dir):
     # the same shards and batches and the same scaling give the same SGD steps; with two workers
     # the sum of the gradients is exact whoever adds them, so the weights agree bit for bit.
     ps = run_local_cluster(dist.train_demo, 2, args=(1000, 300, 1, 128, 0.1), timeout=120)
-    hv = horovod.run_horovod(
+    hv = horovodrun.run_horovod(
         [*PROGRAM, "hvd_train", "--subset", "1000", "--test-subset", "300", "--num-epochs", "1",
          "--batch-size", "128", "--lr", "0.1"], np=2, timeout=150)
     (ps_sum,) = {r["checksum"] for r in ps.reports()}
@@ -88,8 +90,8 @@ def test_horovod_makes_the_same_updates_as_dist_sync(real_data_dir):
 @needs_horovod
 def test_a_killed_rank_ends_the_job_and_nothing_is_left():
     # Two "hosts" on loopback: horovodrun treats both as this machine (no ssh).
-    with pytest.raises(horovod.HorovodError) as caught:
-        horovod.run_horovod([*PROGRAM, "hvd_allreduce", "--rounds", "3", "--kill-rank", "1"],
+    with pytest.raises(horovodrun.HorovodError) as caught:
+        horovodrun.run_horovod([*PROGRAM, "hvd_allreduce", "--rounds", "3", "--kill-rank", "1"],
                             np=2, hosts="localhost:1,127.0.0.1:1", timeout=90)
     result = caught.value.result
     assert str(caught.value).startswith("horovodrun exited with code 1")
@@ -182,8 +184,8 @@ def test_timeout_kills_a_job_that_hangs():
     # One rank sleeps before its allreduce; the timeout must end the job and every process.
     code = "import time; import mgpu.programs.horovod as h; h._hvd(); time.sleep(120)"
     start = time.perf_counter()
-    with pytest.raises(horovod.HorovodError, match="did not finish within 8 s"):
-        horovod.run_horovod([sys.executable, "-c", code], np=2, timeout=8)
+    with pytest.raises(horovodrun.HorovodError, match="did not finish within 8 s"):
+        horovodrun.run_horovod([sys.executable, "-c", code], np=2, timeout=8)
     assert time.perf_counter() - start < 30
 
 
@@ -192,7 +194,7 @@ def test_the_books_horovodrun_command_runs_on_loopback(real_data_dir, tmp_path):
     (command,) = book_commands("horovod.md", "## Running on real machines", "horovodrun")
     out = run_book_command(command, {"192.0.2.2": "localhost", "192.0.2.3": "127.0.0.1",
                                      "eth0": "lo"}, tmp_path, timeout=240)
-    reports = horovod.HorovodResult([], 0, out.stdout, out.stderr, 0, 0).reports()
+    reports = horovodrun.HorovodResult([], 0, out.stdout, out.stderr, 0, 0).reports()
     assert sorted(r["rank"] for r in reports) == [0, 1]
     assert len({r["checksum"] for r in reports}) == 1
     assert running([r["pid"] for r in reports]) == []
@@ -207,7 +209,7 @@ def test_a_missing_horovod_says_how_to_install_it(monkeypatch):
 
 def test_run_horovod_wants_a_list_of_arguments():
     with pytest.raises(TypeError, match="list of arguments"):
-        horovod.run_horovod("python -m mgpu hvd_allreduce")
+        horovodrun.run_horovod("python -m mgpu hvd_allreduce")
 
 
 def test_worker_program_command_line():

@@ -1,10 +1,8 @@
-"""mgpu.probes.kvstore: the owner and server plans, byte counting, and its programs (the chapter's
-commands ``python -m mgpu kv_reduce_timeline`` and ``kv_step_timeline`` included)."""
+"""mgpu.probes.kvstore: the owner and server plans, byte counting; mgpu.programs.kvstore: the
+chapter's programs (``kv_reduce_timeline`` and ``kv_step_timeline`` run as the chapter runs them,
+with run_program)."""
 
-import json
 import socket
-import subprocess
-import sys
 from collections import Counter
 from functools import partial
 
@@ -12,13 +10,14 @@ import pytest
 
 from mgpu.cluster.local import run_local_cluster, running
 from mgpu.probes import kvstore as kvprobe
+from mgpu.programs.kvstore import push_pull_traffic, train_traffic
+from mgpu.programs.run import run_program
 
 
-def _program(*argv):
-    done = subprocess.run([sys.executable, "-m", "mgpu", *argv], capture_output=True, text=True,
-                          timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return json.loads(done.stdout.splitlines()[-1])
+def _program(name, **kwargs):
+    """The one report of the program name, run in a fresh process."""
+    (found,) = run_program(name, timeout=300, **kwargs)
+    return found
 
 
 def _per_device(run, name):
@@ -85,7 +84,7 @@ def test_socket_bytes_counts_a_loopback_transfer():
 
 
 def test_reduce_timeline_files_by_context_and_names_the_threads():
-    local = _program("kv_reduce_timeline", "--kvstore", "local", "--width", "4")
+    local = _program("kv_reduce_timeline", kvstore="local", width=4)
     n = len(local["sizes"])
     assert local["pulled"] == [3.0]  # 1 + 2
     # KVStoreReduce: filed under cpu(0), run on the priority threads (no device's worker)
@@ -98,9 +97,8 @@ def test_reduce_timeline_files_by_context_and_names_the_threads():
 
 
 def test_reduce_timeline_device_owners_follow_the_push():
-    one = _program("kv_reduce_timeline", "--num-devices", "4", "--width", "4",
-                   "--one-key-at-a-time", "True")
-    batched = _program("kv_reduce_timeline", "--num-devices", "4", "--width", "4")
+    one = _program("kv_reduce_timeline", num_devices=4, width=4, one_key_at_a_time=True)
+    batched = _program("kv_reduce_timeline", num_devices=4, width=4)
     n = len(one["sizes"])
     assert one["pulled"] == batched["pulled"] == [10.0]  # 1 + 2 + 3 + 4
     for run in (one, batched):
@@ -115,8 +113,8 @@ def test_reduce_timeline_device_owners_follow_the_push():
 
 
 def test_step_timeline_reports_both_timings_and_the_sums():
-    run = _program("kv_step_timeline", "--kvstore", "local", "--width", "4", "--batch-size", "8",
-                   "--repeats", "2")  # two pairs: each kind of step runs first once
+    run = _program("kv_step_timeline", kvstore="local", width=4, batch_size=8,
+                   repeats=2)  # two pairs: each kind of step runs first once
     assert len(run["overlap_ms"]) == len(run["waitall_ms"]) == 2
     assert all(t > 0 for t in run["overlap_ms"] + run["waitall_ms"])
     assert sum(e[0] == "KVStoreReduce" for e in run["events"]) == 62  # ResNet-18's gradients
@@ -126,7 +124,7 @@ def test_step_timeline_reports_both_timings_and_the_sums():
 def test_push_pull_traffic_compression_sends_a_sixteenth():
     sent = {}
     for threshold in (None, 0.5):
-        job = partial(kvprobe.push_pull_traffic, rounds=1, threshold=threshold)
+        job = partial(push_pull_traffic, rounds=1, threshold=threshold)
         result = run_local_cluster(job, 2, timeout=120)
         assert running(result.pids) == []
         reports = result.reports()
@@ -139,8 +137,8 @@ def test_push_pull_traffic_compression_sends_a_sixteenth():
 
 
 def test_train_traffic_keeps_workers_identical(real_data_dir):
-    job = partial(kvprobe.train_traffic, threshold=0.5, subset=1000, test_subset=200,
-                  num_epochs=1, batch_size=128)
+    job = partial(train_traffic, threshold=0.5, subset=1000, test_subset=200, num_epochs=1,
+                  batch_size=128)
     result = run_local_cluster(job, 2, timeout=180)
     a, b = sorted(result.reports(), key=lambda r: r["rank"])
     assert a["test_acc"] == b["test_acc"] and len(a["test_acc"]) == 1

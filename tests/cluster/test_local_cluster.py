@@ -16,6 +16,7 @@ import pytest
 
 import mgpu
 from mgpu.cluster import local as launch
+from mgpu.cluster.processes import free_port, running
 from mgpu.programs import ps as dist
 
 # A worker program that also reports the TCP sockets it listens on (from /proc/net/tcp).
@@ -75,15 +76,12 @@ kv.pull(0, out=out)
 out.wait_to_read()
 """
 
-# A launcher in a process of its own: mgpu.cluster.local loaded from its file (it needs nothing
-# else).
+# A launcher in a process of its own (mgpu.cluster.local imports no MXNet).
 LAUNCHER = """
-import importlib.util, sys
+import sys
 from pathlib import Path
-spec = importlib.util.spec_from_file_location('launch', sys.argv[1])
-launch = sys.modules['launch'] = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(launch)
-launch.run_local_cluster(Path(sys.argv[2]), 1, args=[sys.argv[3]], timeout=300)
+from mgpu.cluster.local import run_local_cluster
+run_local_cluster(Path(sys.argv[1]), 1, args=[sys.argv[2]], timeout=300)
 """
 
 # A worker that starts a child of its own, says so in a file, then blocks.
@@ -115,8 +113,8 @@ def cluster():
 
     run.started = started
     yield run
-    assert launch.running(started) == [], "processes left running"
-    assert launch.running(started, groups=True) == [], "children left running"
+    assert running(started) == [], "processes left running"
+    assert running(started, groups=True) == [], "children left running"
 
 
 def test_killed_worker_ends_the_job_with_a_clear_error(cluster):
@@ -175,7 +173,7 @@ def test_taken_port_is_retried_and_everything_listens_on_loopback(cluster):
         ports = iter([taken])
         # the first "free" port is taken: ps-lite's scheduler fails with "bind failed"
         result = cluster(LISTENING, 2, timeout=60,
-                         pick_port=lambda: next(ports, None) or launch.free_port())
+                         pick_port=lambda: next(ports, None) or free_port())
     assert result.ports_tried == [taken] and result.port != taken
     for r in result.reports():
         assert r["pulled"] == [2.0, 2.0]
@@ -199,13 +197,23 @@ def test_public_names():
         assert getattr(mgpu, name) is getattr(launch, name) and name in mgpu.__all__
 
 
-def test_launcher_imports_the_standard_library_only():
-    tree = ast.parse(Path(launch.__file__).read_text())
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
-                for alias in node.names}
-    imported |= {node.module for node in ast.walk(tree)
-                 if isinstance(node, ast.ImportFrom) and node.module}
-    assert imported and all(m.split(".")[0] in sys.stdlib_module_names for m in imported)
+def test_cluster_code_imports_the_standard_library_only():
+    """Every module of mgpu.cluster imports the standard library, the other cluster modules
+    and the report reader only (which imports the standard library only); mxlaunch also MXNet's
+    dmlc_tracker, which does not import MXNet."""
+    allowed = ("mgpu.cluster.", "mgpu.programs.report", "dmlc_tracker")
+    files = [*Path(launch.__file__).parent.glob("*.py"),
+             Path(launch.__file__).parents[1] / "programs" / "report.py"]
+    assert len(files) >= 6
+    for path in files:
+        tree = ast.parse(path.read_text())
+        imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import)
+                    for alias in node.names}
+        imported |= {node.module for node in ast.walk(tree)
+                     if isinstance(node, ast.ImportFrom) and node.module}
+        others = [m for m in imported if m.split(".")[0] not in sys.stdlib_module_names
+                  and not m.startswith(allowed) and m != "__future__"]
+        assert not others, f"{path.name} imports {others}"
 
 
 def test_server_that_dies_ends_the_job(cluster):
@@ -235,8 +243,8 @@ def test_children_end_when_the_launcher_is_killed(tmp_path):
     ready, log = tmp_path / "ready", tmp_path / "launcher.log"
     with open(log, "wb") as out:
         launcher = subprocess.Popen(
-            [sys.executable, str(tmp_path / "launcher.py"), launch.__file__,
-             str(tmp_path / "worker.py"), str(ready)], stdout=out, stderr=subprocess.STDOUT)
+            [sys.executable, str(tmp_path / "launcher.py"), str(tmp_path / "worker.py"),
+             str(ready)], stdout=out, stderr=subprocess.STDOUT)
     started = []
     try:
         deadline = time.monotonic() + 120
@@ -247,20 +255,20 @@ def test_children_end_when_the_launcher_is_killed(tmp_path):
         worker, grandchild = map(int, ready.read_text().split())
         started = _children(launcher.pid)  # the scheduler, the server and the worker
         assert len(started) == 3 and worker in started
-        assert launch.running(started, groups=True) == sorted(started) + [grandchild]
+        assert running(started, groups=True) == sorted(started) + [grandchild]
         launcher.kill()
         launcher.wait()
         killed = time.perf_counter()
-        while launch.running(started, groups=True) and time.perf_counter() - killed < 5:
+        while running(started, groups=True) and time.perf_counter() - killed < 5:
             time.sleep(0.01)
         waited = time.perf_counter() - killed
         print(f"children gone {waited:.3f} s after the launcher was killed")
-        assert launch.running(started, groups=True) == [], f"left after {waited:.1f} s"
+        assert running(started, groups=True) == [], f"left after {waited:.1f} s"
     finally:  # whatever happened, end every process this test started
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
-        for pid in launch.running(started, groups=True):
+        for pid in running(started, groups=True):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 

@@ -20,25 +20,13 @@ from pathlib import Path
 import pytest
 
 from helpers.book_commands import book_commands, run_book_command
-from mgpu.cluster.local import LOOPBACK, descendants, running
+from mgpu.cluster.processes import LOOPBACK, descendants, running
+from mgpu.programs.report import read_reports
 
 SSHD = Path("/usr/sbin/sshd")
 SECTION = "## Running on real machines"
 MXLAUNCH = [sys.executable, "-m", "mgpu.cluster.mxlaunch"]
 WORKER = [sys.executable, "-m", "mgpu"]
-
-
-def _reports(text: str) -> list[dict]:
-    """Every JSON object the workers printed. They share one stdout, and an unbuffered print
-    writes the object and its newline separately, so two objects may share a line."""
-    import json
-
-    decoder, found, i = json.JSONDecoder(), [], text.find("{")
-    while i >= 0:
-        obj, end = decoder.raw_decode(text, i)
-        found.append(obj)
-        i = text.find("{", end)
-    return found
 
 
 def _tree(root: int) -> list[int]:
@@ -110,7 +98,7 @@ def test_local_launch_sums_pushes():
                           "1", "--launcher", "local", *WORKER, "push_pull_demo", "--rounds", "2"],
                          capture_output=True, text=True, timeout=150)
     assert out.returncode == 0, out.stderr
-    reports = _reports(out.stdout)
+    reports = read_reports(out.stdout)
     assert sorted(r["rank"] for r in reports) == [0, 0, 1, 1]
     assert all(r["pulled"] == [[3.0] * 3] * 2 for r in reports)
 
@@ -140,7 +128,7 @@ def test_timeout_ends_a_job_that_hangs():
 def test_the_books_local_command(real_data_dir, tmp_path):
     (command,) = book_commands("multi-machine.md", SECTION, "--launcher local")
     out = run_book_command(command, {}, tmp_path, timeout=240)
-    a, b = sorted(_reports(out.stdout), key=lambda r: r["rank"])
+    a, b = sorted(read_reports(out.stdout), key=lambda r: r["rank"])
     assert a["checksum"] == b["checksum"] and a["num_workers"] == 2
 
 
@@ -150,7 +138,7 @@ def test_the_books_ssh_command(real_data_dir, sshd, tmp_path):
     replace = {"192.0.2.1": LOOPBACK, "192.0.2.2": f"{LOOPBACK}:{port}",
                "192.0.2.3": f"{LOOPBACK}:{port}"}
     out = run_book_command(command, replace, tmp_path, timeout=240, path=(ssh_bin,))
-    a, b = sorted(_reports(out.stdout), key=lambda r: r["rank"])
+    a, b = sorted(read_reports(out.stdout), key=lambda r: r["rank"])
     assert a["checksum"] == b["checksum"] and a["num_workers"] == 2
     assert _wait_until_gone(sshd_pid) == [], "processes left on the 'remote' hosts"
 
@@ -282,7 +270,7 @@ def test_ssh_launch_puts_no_credential_on_any_command_line(tmp_path):
     assert all("export MGPU_W=w1;" in e and "MGPU_S" not in e for e in workers)
     assert all("export MGPU_BOTH=both1;" in e for e in exports)
     assert ["server", "both1", "s1"] in seen and ["worker", "both1", "w1"] in seen
-    assert sorted(r["rank"] for r in _reports(out)) == [0, 1]
+    assert sorted(r["rank"] for r in read_reports(out)) == [0, 1]
 
 
 def test_local_launch_passes_env_options_and_drops_credentials(tmp_path):
@@ -305,7 +293,7 @@ def test_local_launch_passes_env_options_and_drops_credentials(tmp_path):
     # end up in the command: 'MGPU_W:w1: command not found').
     assert sorted(seen) == [["scheduler", "both1"], ["server", "both1", "s1"],
                             ["worker", "both1", "w1"], ["worker", "both1", "w1"]]
-    assert sorted(r["rank"] for r in _reports(out)) == [0, 1]
+    assert sorted(r["rank"] for r in read_reports(out)) == [0, 1]
 
 
 def test_env_options_need_a_name_and_value():

@@ -1,11 +1,11 @@
 """The worker programs of mgpu.programs.ps on a real local cluster (scheduler, server, workers)."""
 
 from mgpu.cluster.local import run_local_cluster, running
-from mgpu.programs import ps as dist
+from mgpu.programs import ps
 
 
 def test_push_pull_sums_over_workers():
-    result = run_local_cluster(dist.push_pull_demo, 2, args=((2, 3), 2), timeout=60)
+    result = run_local_cluster(ps.push_pull_demo, 2, args=((2, 3), 2), timeout=60)
     assert len(set(result.pids)) == 4  # scheduler, server, 2 workers
     assert running(result.pids, groups=True) == [], "processes left running"
     reports = result.reports()
@@ -20,7 +20,7 @@ def test_push_pull_sums_over_workers():
 def test_dist_sync_training_keeps_workers_identical(real_data_dir):
     # 1,000 examples, global batch 128: each worker's shard of 500 is cut to 448 = 7 x 64, so
     # both run 7 steps per epoch (the Trainer would refuse a short last batch: see below)
-    result = run_local_cluster(dist.train_demo, 2, args=(1000, 300, 2, 128, 0.1), timeout=90)
+    result = run_local_cluster(ps.train_demo, 2, args=(1000, 300, 2, 128, 0.1), timeout=90)
     assert running(result.pids, groups=True) == [], "processes left running"
     a, b = sorted(result.reports(), key=lambda r: r["rank"])
     assert (a["rank"], b["rank"], a["num_workers"]) == (0, 1, 2)
@@ -31,7 +31,7 @@ def test_dist_sync_training_keeps_workers_identical(real_data_dir):
 
 
 def test_dist_sync_training_with_one_worker(real_data_dir):
-    result = run_local_cluster(dist.train_demo, 1, args=(1000, 300, 1, 128, 0.1), timeout=90)
+    result = run_local_cluster(ps.train_demo, 1, args=(1000, 300, 1, 128, 0.1), timeout=90)
     assert running(result.pids, groups=True) == [], "processes left running"
     (r,) = result.reports()
     assert r["num_workers"] == 1 and r["examples"] == 896  # 7 whole batches of 128
@@ -39,7 +39,7 @@ def test_dist_sync_training_with_one_worker(real_data_dir):
 
 
 def test_push_pull_timing_reports_every_round_of_every_worker():
-    result = run_local_cluster(dist.push_pull_timing, 2, args=(3, 4), timeout=90)
+    result = run_local_cluster(ps.push_pull_timing, 2, args=(3, 4), timeout=90)
     reports = sorted(result.reports(), key=lambda r: r["rank"])
     assert [r["rank"] for r in reports] == [0, 1]
     for r in reports:  # ResNet-18 at width 4 still has 62 gradients
@@ -50,8 +50,9 @@ def test_push_pull_timing_reports_every_round_of_every_worker():
 
 # A worker steps with batches of 8, 8, then 4, and reports where each step's error came from.
 _BATCH_CHANGE = """
-import json, traceback
+import traceback
 from mgpu.backend import mx
+from mgpu.programs.report import report
 kv = mx.kv.create("dist_sync")
 net = mx.gluon.nn.Dense(1, in_units=3)
 net.initialize()
@@ -68,7 +69,7 @@ for batch in (8, 8, 4):
     except Exception as err:
         where = traceback.extract_tb(err.__traceback__)[-1]
         steps.append([batch, type(err).__name__, where.name, where.filename])
-print(json.dumps({"steps": steps, "on_servers": trainer._update_on_kvstore}), flush=True)
+report(steps=steps, on_servers=trainer._update_on_kvstore)
 """
 
 

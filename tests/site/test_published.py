@@ -149,7 +149,7 @@ def test_every_published_image_is_shown_by_a_page(pages):
 
 
 def test_figures_are_palette_pngs():
-    """mgpu.book.plot.png_bytes: at most 256 colours, a third of the bytes of an RGBA PNG."""
+    """mgpu.book.style.png_bytes: at most 256 colours, a third of the bytes of an RGBA PNG."""
     from PIL import Image
 
     for lang in LANGS:

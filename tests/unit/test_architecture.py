@@ -115,15 +115,24 @@ def test_no_name_shadows_a_submodule(name):
                 getattr(mgpu, export), types.ModuleType), export
 
 
+def test_every_module_is_public_or_a_package():
+    """Each module with code is in ``mgpu.PUBLIC_MODULES`` (packages hold only docstrings)."""
+    modules = {n for n, p in MODULES.items() if p.name != "__init__.py"} - {"mgpu.__main__"}
+    assert modules == set(mgpu.PUBLIC_MODULES)
+
+
 def test_every_public_name_is_mgpu_dot_name():
-    """One public path: every name a module lists in ``__all__`` is ``mgpu.<name>``."""
-    for name in MODULES:
+    """One public path: every name a module lists in ``__all__`` is ``mgpu.<name>``, the
+    same object, and no two modules export the same name."""
+    seen: dict[str, str] = {}
+    for name in mgpu.PUBLIC_MODULES:
         module = importlib.import_module(name)
-        if name == "mgpu" or name.startswith(("mgpu.cluster.", "mgpu.__main__")):
-            continue
-        for export in getattr(module, "__all__", ()):
+        assert list(module.__all__) == mgpu.public_names(name)
+        for export in module.__all__:
+            assert export not in seen, f"{export}: in {seen.get(export)} and {name}"
+            seen[export] = name
             assert getattr(mgpu, export) is getattr(module, export), f"mgpu.{export}"
-            assert mgpu.EXPORTS[export] == name, export
+    assert set(seen) == set(mgpu.__all__)
 
 
 @pytest.mark.parametrize("name", sorted(n for n in MODULES

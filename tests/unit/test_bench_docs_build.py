@@ -5,8 +5,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the repository: package bench
-from bench import docs_build, targets  # noqa: E402
+from bench import docs_build, targets
+from tools import catalogs, horovod_wheel, stamps
+from tools.stamps import digest, record
 
 PAGE = """---
 kernelspec:
@@ -68,10 +69,27 @@ def test_prose_edit_target(executed, met):
     assert row["met"] is met
 
 
-def test_the_skip_messages_are_those_of_the_noxfile():
-    noxfile = (Path(docs_build.ROOT) / "noxfile.py").read_text()
-    for step, said in docs_build.SKIPPED.items():
-        assert said.search(noxfile), step
+def test_the_skip_messages_are_those_the_docs_session_logs(tmp_path):
+    """The steps skipped, run for real on temporary files, log what docs_build looks for."""
+    log: list[str] = []
+    sources = [tmp_path / "pyproject.toml", tmp_path / "constraints.txt"]
+    for source in sources:
+        source.write_text("")
+    stamp = tmp_path / "venv" / "mgpu-install.sha256"
+    for _ in range(2):  # installs, then says it is installed already
+        stamps.install_once(stamp, ".[cpu,docs]", sources, lambda: None, log.append)
+    record(tmp_path / "venv" / "mgpu-horovod.sha256", digest(horovod_wheel.HOROVOD, stamp))
+    horovod_wheel.ensure_horovod(sys.executable, tmp_path / "venv", stamp, log=log.append,
+                                 apt=None, prepare=list, install=print)
+    docs, build = tmp_path / "docs", tmp_path / "build"
+    docs.mkdir()
+    (build / "gettext").mkdir(parents=True)
+    for _ in range(2):  # extracts, then says nothing changed
+        catalogs.update_catalogs(docs, build, sources[1], lambda *a, **k: None, log.append,
+                                 force=False)
+    assert len(log) == 3
+    assert docs_build.skipped("\n".join(f"nox > {line}" for line in log)) == list(
+        docs_build.SKIPPED)
 
 
 def test_the_warm_figure_is_the_median_run():

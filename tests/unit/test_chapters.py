@@ -105,6 +105,49 @@ def test_visible_cells_teach(path):
     assert not problems, "\n".join(problems)
 
 
+SRC = Path(__file__).parents[2] / "src"
+MGPU_MODULES = {".".join(p.relative_to(SRC).with_suffix("").parts[:-1] if p.name == "__init__.py"
+                         else p.relative_to(SRC).with_suffix("").parts)
+                for p in (SRC / "mgpu").rglob("*.py")}
+INCLUDE = re.compile(r"^```\{literalinclude\}\s+\.\./src/(\S+)\n((?::[\w-]+:.*\n)*)", re.M)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapters_use_the_package_one_way(path):
+    """Every cell imports the package as ``import mgpu`` and uses ``mgpu.<name>``: no
+    ``from mgpu import ...``, no ``import mgpu.x``, no ``mgpu.<module>.<name>``, no private
+    name."""
+    problems = []
+    for cell in chapter_cells(path):
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("mgpu"):
+                problems.append(f"{where(path, cell)}: from {node.module} import ...")
+            if isinstance(node, ast.Import) and any(a.name.startswith("mgpu.") for a in node.names):
+                problems.append(f"{where(path, cell)}: import of a submodule of mgpu")
+            if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+                    and node.value.id == "mgpu"
+                    and (f"mgpu.{node.attr}" in MGPU_MODULES or node.attr.startswith("_"))):
+                problems.append(f"{where(path, cell)}: mgpu.{node.attr}")
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapters_include_public_functions_whole(path):
+    """A chapter shows the package's code by ``:pyobject:`` (a public name) or by explicit
+    markers, never by line numbers or by a private function."""
+    problems = []
+    for m in INCLUDE.finditer(path.read_text(encoding="utf-8")):
+        options = dict(re.findall(r"^:([\w-]+):\s*(.*)$", m.group(2), re.M))
+        obj = options.get("pyobject", "")
+        if not (SRC / m.group(1)).is_file():
+            problems.append(f"{m.group(1)}: no such file")
+        if any(part.startswith("_") for part in obj.split(".")):
+            problems.append(f"{m.group(1)}: private {obj}")
+        if "lines" in options or not (obj or {"start-after", "start-at"} & set(options)):
+            problems.append(f"{m.group(1)}: by lines, not by :pyobject: or markers")
+    assert not problems, "\n".join(problems)
+
+
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_visible_code_fits_the_column(path):
     long = [f"{where(path, cell)}: {len(line)} columns: {line.strip()[:60]}"

@@ -16,8 +16,9 @@ from matplotlib.colors import to_rgba  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 
 import mgpu  # noqa: E402
-from mgpu.book import diagrams, plot  # noqa: E402
-from mgpu.book.diagrams import LABELS, FontError, cjk_font, event_category, parts  # noqa: E402
+from mgpu.book import style  # noqa: E402
+from mgpu.book.diagrams import event_category, parts  # noqa: E402
+from mgpu.book.style import FontError, cjk_font  # noqa: E402
 
 draw_allreduce, draw_engine_queues = mgpu.draw_allreduce, mgpu.draw_engine_queues
 draw_parameter_server, draw_step = mgpu.draw_parameter_server, mgpu.draw_step
@@ -127,9 +128,9 @@ def test_engine_queues_draw_one_bar_per_operator(lang):
     fig = draw_engine_queues(EVENTS, lang)
     assert parts(fig)["bar"] == 5  # the engine's bookkeeping is left out
     rows = [t.get_text() for t in fig.axes[0].get_yticklabels()]
-    assert rows == [LABELS[lang]["device"].format(i=i) for i in (0, 1)]
+    assert rows == [style.LABELS[lang]["diagram"]["device"].format(i=i) for i in (0, 1)]
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == [LABELS[lang][c] for c in ("compute", "copy", "sum", "sgd")]
+    assert legend == [style.LABELS[lang]["diagram"][c] for c in ("compute", "copy", "sum", "sgd")]
 
 
 def test_engine_queues_need_operators():
@@ -166,7 +167,7 @@ def test_chinese_diagrams_use_a_cjk_font_that_has_every_glyph():
 
 
 def test_english_diagrams_do_not_need_a_cjk_font(monkeypatch):
-    monkeypatch.setattr(diagrams, "cjk_font", lambda: pytest.fail("CJK font looked up"))
+    monkeypatch.setattr(style, "cjk_font", lambda: pytest.fail("CJK font looked up"))
     for fig in _all_figures("en"):
         assert all(t.get_fontfamily()[0] == "DejaVu Sans" for t in _texts(fig)
                    if t.get_gid())
@@ -227,7 +228,7 @@ def test_exported_from_the_package():
     assert mgpu.draw_step is draw_step and mgpu.FontError is FontError
 
 
-# --- Shown as SVG, legible where shown (mgpu.book.plot: CSS_DPI pixels per inch, scaled down to
+# --- Shown as SVG, legible where shown (mgpu.book.style: CSS_DPI pixels per inch, scaled down to
 # the content column when wider).
 
 MIN_TEXT_PX = 9  # the smallest words, on screen
@@ -243,13 +244,13 @@ CHAPTER_FIGURES = {  # the arguments the chapters draw with (cost-model, engine)
 @pytest.mark.parametrize("name", CHAPTER_FIGURES)
 def test_diagrams_are_svg_with_words_as_outlines(lang, name):
     fig = CHAPTER_FIGURES[name](lang)
-    assert plot._format(fig) == "svg" and plot._png_output(fig) is None
+    assert style._format(fig) == "svg" and style._png_output(fig) is None
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a missing glyph would fail here
-        svg = plot._svg_output(fig)
+        svg = style._svg_output(fig)
     assert svg.startswith("<?xml") and "<svg" in svg
     assert "<text" not in svg  # words drawn as outlines: no font needed to read them
-    assert svg == plot._svg_output(fig)  # same figure, same bytes: no date, no random ids
+    assert svg == style._svg_output(fig)  # same figure, same bytes: no date, no random ids
     assert len(svg.encode()) < 150_000, f"{name}: {len(svg.encode())} bytes"
     if lang == "zh":  # every Chinese character has its outline, in the CJK font
         font = font_manager.get_font(font_manager.findfont(cjk_font()))
@@ -263,19 +264,19 @@ def test_diagrams_are_svg_with_words_as_outlines(lang, name):
 @pytest.mark.parametrize("name", CHAPTER_FIGURES)
 def test_diagrams_are_legible_on_the_page(lang, name):
     fig = CHAPTER_FIGURES[name](lang)
-    svg = plot.svg_bytes(fig).decode()
+    svg = style.svg_bytes(fig).decode()
     width_pt = float(re.search(r'<svg[^>]* width="([\d.]+)pt"', svg).group(1))
-    shown = min(width_pt * 96 / 72, plot.COLUMN_PX)  # CSS px: 72 pt = 96 px
-    smallest = min(t.get_fontsize() for t in plot._shown_texts(fig))
+    shown = min(width_pt * 96 / 72, style.COLUMN_PX)  # CSS px: 72 pt = 96 px
+    smallest = min(t.get_fontsize() for t in style._shown_texts(fig))
     px = smallest * 96 / 72 * shown / (width_pt * 96 / 72)
     assert px >= MIN_TEXT_PX, f"{name}: smallest words {px:.1f} px on screen"
-    assert plot.smallest_text_px(fig) == pytest.approx(px, rel=0.02)
-    assert width_pt * 96 / 72 <= plot.COLUMN_PX, f"{name}: wider than the column"
+    assert style.smallest_text_px(fig) == pytest.approx(px, rel=0.02)
+    assert width_pt * 96 / 72 <= style.COLUMN_PX, f"{name}: wider than the column"
 
 
 @pytest.mark.parametrize(("m", "n"), [(4, 1), (2, 3), (5, 2)])
 def test_wider_parameter_servers_stay_legible(m, n):
-    assert plot.smallest_text_px(draw_parameter_server(workers=m, servers=n)) >= MIN_TEXT_PX
+    assert style.smallest_text_px(draw_parameter_server(workers=m, servers=n)) >= MIN_TEXT_PX
 
 
 def test_engine_queue_legend_is_below_the_bars():

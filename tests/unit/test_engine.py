@@ -1,11 +1,12 @@
-"""The engine chapter's measurements: threads and memory of fresh processes, and its figure."""
+"""The engine chapter's measurements: threads and memory of fresh processes (the programs of
+mgpu.programs.engine), and its figure."""
 
 from __future__ import annotations
 
 import pytest
 
 import mgpu
-from mgpu.probes.engine import QUEUE_LABELS, QueueRun, draw_queue_memory
+from mgpu.book.plot import draw_queue_memory
 
 
 def test_thread_count_and_memory_of_this_process():
@@ -13,6 +14,7 @@ def test_thread_count_and_memory_of_this_process():
     before = mgpu.resident_mb()
     block = bytearray(50_000_000)  # touched by the zero-fill: resident at once
     assert mgpu.resident_mb() - before > 40
+    assert mgpu.resident_peak_mb() >= mgpu.resident_mb()
     del block
 
 
@@ -59,16 +61,24 @@ def test_a_failing_fresh_process_says_why():
         mgpu.thread_census(1, {"MXNET_ENGINE_TYPE": "NoSuchEngine"})
 
 
-@pytest.mark.parametrize("lang", ["en", "zh"])
-def test_draw_queue_memory(lang):
-    runs = [QueueRun(True, 2, 4.0, 1.0, 1.0, 100.0, 104.0, [(0.0, 100.0), (1.0, 104.0)]),
-            QueueRun(False, 2, 4.0, 0.1, 1.0, 100.0, 108.0, [(0.0, 100.0), (0.5, 108.0)])]
-    fig = draw_queue_memory(runs, lang)
-    ax = fig.axes[0]
-    assert len(ax.lines) == 5  # two runs, their two "pushed" markers, the legend's marker entry
-    assert ax.get_xlabel() == QUEUE_LABELS[lang]["time"]
-    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
-        QUEUE_LABELS[lang]["wait"], QUEUE_LABELS[lang]["nowait"], QUEUE_LABELS[lang]["pushed"]]
+def test_the_census_program_counts_before_mxnet_only():
+    with pytest.raises(RuntimeError, match="must start before MXNet is imported"):
+        mgpu.count_threads(1)  # this process has imported MXNet
+
+
+def test_a_program_run_by_name_reports_or_says_why():
+    (counts,) = mgpu.run_program("thread_census", devices=1)
+    assert list(counts) == ["start", "import", "cpu(0)"]
+    with pytest.raises(ValueError, match="'nope' is not one of the book's programs"):
+        mgpu.run_program("nope")
+    with pytest.raises(RuntimeError, match=r"queue_memory in a fresh process failed \(exit code "
+                       r"1\): TypeError: .*unexpected keyword argument 'colour'"):
+        mgpu.run_program("queue_memory", wait=True, steps=1, size=8, colour=1)
+
+
+def test_every_program_of_the_registry_is_found():
+    for name in mgpu.PROGRAMS:
+        assert callable(mgpu.find_program(name)), name
 
 
 def test_queue_memory_growth_is_the_loops_own():

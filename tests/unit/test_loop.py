@@ -114,3 +114,66 @@ def test_without_averaging_the_statistics_differ(cpus, small_data):
     assert not np.array_equal(mean.data(mx.cpu(0)).asnumpy(), mean.data(mx.cpu(1)).asnumpy())
     assert mgpu.average_running_statistics(net) == 40
     np.testing.assert_array_equal(mean.data(mx.cpu(0)).asnumpy(), mean.data(mx.cpu(1)).asnumpy())
+
+
+def test_train_is_train_epochs_of_its_public_pieces(cpus, small_data):
+    """The one loop: a step, epoch_batches and train_epochs, composed by hand as Horovod's ranks
+    and the KVStore probes compose them, give train's figures exactly."""
+    devs = cpus(2)
+    hist = mgpu.train(mgpu.LeNet(), small_data, devs, num_epochs=2, batch_size=256, lr=0.1,
+                      verbose=False, progress=False)
+    net = mgpu.LeNet()
+    mgpu.check_data(small_data)
+    mgpu.initialise(net, devs, seed=0)
+    net.hybridize()
+    trainer = mx.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": 0.1},
+                               kvstore=None)
+    mine = mgpu.History([str(d) for d in devs], batch_size=256, lr=0.1, model="LeNet")
+    batches = mgpu.epoch_batches(small_data.train_images, small_data.train_labels, 256, seed=0,
+                                 min_last=len(devs))
+    mgpu.train_epochs(mgpu.gluon_step(net, trainer, devs), batches, devs, mine, 2,
+                      lambda: mgpu.evaluate_accuracy(net, small_data.test_images,
+                                                     small_data.test_labels, devs))
+    assert (mine.loss, mine.train_acc, mine.test_acc) == (hist.loss, hist.train_acc,
+                                                           hist.test_acc)
+
+
+def _nan_after(n):
+    """A from-scratch LeNet whose output turns NaN from its (n + 1)-th call on."""
+    calls = []
+
+    def net(X, params):
+        calls.append(1)
+        out = mgpu.lenet_forward(X, params)
+        return out * float("nan") if len(calls) > n else out
+
+    return net
+
+
+def test_run_epoch_can_run_past_a_non_finite_loss(cpus):
+    devs = cpus(2)
+    X, y = np.zeros((48, 1, 28, 28), np.uint8), np.zeros(48, np.int32)
+
+    def step():  # two calls per batch: from batch 2 on, NaN
+        params = [mgpu.get_params(mgpu.lenet_params(), d) for d in devs]
+        return mgpu.scratch_step(_nan_after(2), params, devs, lr=0.1)
+
+    sums = mgpu.run_epoch(step(), mgpu.iter_batches(X, y, 8), devs, stop_on_non_finite=False)
+    assert sums.seen == 48 and np.isnan(sums.loss)
+    with pytest.raises(mgpu.NonFiniteLossError, match=r"epoch 3, batch 2 .*\(try one ten"):
+        mgpu.run_epoch(step(), mgpu.iter_batches(X, y, 8), devs, epoch=3)
+
+
+def test_train_epochs_records_and_prints_every_epoch(cpus, capsys):
+    devs = cpus(1)
+    X, y = np.zeros((8, 1, 28, 28), np.uint8), np.zeros(8, np.int32)
+    params = [mgpu.get_params(mgpu.lenet_params(), devs[0])]
+    step = mgpu.scratch_step(mgpu.lenet_forward, params, devs, lr=0.1)
+    hist = mgpu.History(["cpu(0)"], batch_size=4, lr=0.1, model="LeNet")
+    scores = iter([0.25, 0.5, 0.75])
+    mgpu.train_epochs(step, mgpu.epoch_batches(X, y, 4, seed=0), devs, hist, 3,
+                      lambda: next(scores), verbose=True, prefix="rank 0 of 1: ")
+    lines = capsys.readouterr().out.splitlines()
+    assert hist.test_acc == [0.25, 0.5, 0.75] and len(hist.epoch_time) == 3
+    assert [ln.split(":")[0] for ln in lines] == ["rank 0 of 1"] * 3
+    assert lines[2].startswith("rank 0 of 1: epoch 3/3: loss ")

@@ -12,8 +12,9 @@ import pytest
 matplotlib = pytest.importorskip("matplotlib")
 
 import mgpu  # noqa: E402
-from mgpu.book import plot  # noqa: E402
+from mgpu.book import plot, style  # noqa: E402
 from mgpu.loop import History  # noqa: E402
+from mgpu.probes.engine import QueueRun  # noqa: E402
 from mgpu.probes.timing import EngineEvent  # noqa: E402
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -42,7 +43,7 @@ def test_words_are_in_the_figures_language(lang):
 
 def test_chinese_labels_come_from_the_table():
     fig = plot.plot_history([H], lang="zh")
-    assert fig.axes[0].get_xlabel() == plot.LABELS["zh"]["epoch"] == "迭代周期"
+    assert fig.axes[0].get_xlabel() == style.LABELS["zh"]["plot"]["epoch"] == "迭代周期"
     assert fig.axes[1].get_ylabel() == "准确率"
     legend = fig.axes[1].get_legend_handles_labels()[1]
     run = "2 个 cpu，批量 512，学习率 0.2"
@@ -51,7 +52,10 @@ def test_chinese_labels_come_from_the_table():
 
 
 def test_every_language_has_every_word():
-    assert set(plot.LABELS["en"]) == set(plot.LABELS["zh"])
+    en, zh = style.LABELS["en"], style.LABELS["zh"]
+    assert set(en) == set(zh) == {"plot", "queue_memory", "diagram"}
+    for kind in en:
+        assert set(en[kind]) == set(zh[kind]), kind
 
 
 def test_chinese_figures_render_without_missing_glyphs():
@@ -87,8 +91,8 @@ def test_hardware_line_in_chinese():
         mgpu.hardware_in(line, "de")
 
 
-# --- Legible where shown: the page shows a figure CSS_DPI pixels per inch wide, scaled
-# down to the content column (COLUMN_PX at a 1366-px window) when wider.
+# --- Legible where shown (mgpu.book.style): the page shows a figure CSS_DPI pixels per inch
+# wide, scaled down to the content column (COLUMN_PX at a 1366-px window) when wider.
 
 MIN_TEXT_PX = 9  # the smallest words, on screen
 
@@ -105,10 +109,8 @@ def _book_figures(lang):
                 for n in (2, 4, 6))
     yield "bars8", plot.plot_bars(names, range(1, 9), lang=lang, reference=4)
     yield "timeline", plot.plot_timeline(EVENTS * 3, lang=lang)
-    from mgpu.probes.engine import QueueRun, draw_queue_memory
-
     run = QueueRun(False, 2, 4.0, 0.1, 1.0, 100.0, 108.0, [(0.0, 100.0), (0.5, 108.0)])
-    yield "queue_memory", draw_queue_memory([run], lang)
+    yield "queue_memory", plot.draw_queue_memory([run], lang)
 
 
 def _png_text_px(fig) -> float:
@@ -116,37 +118,37 @@ def _png_text_px(fig) -> float:
     x dpi / 72 x (displayed width / pixel width)."""
     from PIL import Image
 
-    data, meta = plot._png_output(fig)
+    data, meta = style._png_output(fig)
     width = Image.open(io.BytesIO(data)).width
-    assert width <= plot.MAX_PX
+    assert width <= style.MAX_PX
     inches = fig.get_tightbbox().width + 0.2  # what bbox_inches="tight" saves
     dpi = width / inches  # DPI, or less for a figure wider than MAX_PX at DPI
-    assert dpi == pytest.approx(min(plot.DPI, plot.MAX_PX / inches), rel=0.01)
-    assert meta["width"] == pytest.approx(inches * plot.CSS_DPI, abs=2)
-    shown = min(meta["width"], plot.COLUMN_PX)
-    smallest = min(t.get_fontsize() for t in plot._shown_texts(fig))
+    assert dpi == pytest.approx(min(style.DPI, style.MAX_PX / inches), rel=0.01)
+    assert meta["width"] == pytest.approx(inches * style.CSS_DPI, abs=2)
+    shown = min(meta["width"], style.COLUMN_PX)
+    smallest = min(t.get_fontsize() for t in style._shown_texts(fig))
     return smallest * dpi / 72 * shown / width
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_plots_are_legible_on_the_page(lang):
     for name, fig in _book_figures(lang):
-        assert plot._format(fig) == "png" and plot._svg_output(fig) is None, name
+        assert style._format(fig) == "png" and style._svg_output(fig) is None, name
         px = _png_text_px(fig)
         assert px >= MIN_TEXT_PX, f"{name}: smallest words {px:.1f} px on screen"
-        assert plot.smallest_text_px(fig) == pytest.approx(px, rel=0.03), name
-        shown = plot._png_output(fig)[1]["width"]
-        assert shown <= plot.COLUMN_PX, f"{name}: {shown} px, wider than the column"
+        assert style.smallest_text_px(fig) == pytest.approx(px, rel=0.03), name
+        shown = style._png_output(fig)[1]["width"]
+        assert shown <= style.COLUMN_PX, f"{name}: {shown} px, wider than the column"
 
 
 def test_the_measure_catches_small_or_shrunken_words():
     fig = plot.figure()
     fig.add_subplot().plot([0, 1], label="x")
     fig.axes[0].legend(fontsize=6)
-    assert plot.smallest_text_px(fig) < MIN_TEXT_PX  # 6 pt = 8 px
+    assert style.smallest_text_px(fig) < MIN_TEXT_PX  # 6 pt = 8 px
     wide = plot.figure(14, 3)  # 10-pt ticks, scaled to 60 %
     wide.add_subplot().plot([0, 1])
-    assert plot.smallest_text_px(wide) < MIN_TEXT_PX
+    assert style.smallest_text_px(wide) < MIN_TEXT_PX
     assert _png_text_px(wide) < MIN_TEXT_PX
 
 
@@ -182,4 +184,31 @@ def test_png_stays_within_max_px():
 
     fig = plot.figure(16, 2)
     fig.add_subplot().plot([0, 1])
-    assert Image.open(io.BytesIO(plot.png_bytes(fig))).width <= plot.MAX_PX
+    assert Image.open(io.BytesIO(style.png_bytes(fig))).width <= style.MAX_PX
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_draw_queue_memory(lang):
+    runs = [QueueRun(True, 2, 4.0, 1.0, 1.0, 100.0, 104.0, [(0.0, 100.0), (1.0, 104.0)]),
+            QueueRun(False, 2, 4.0, 0.1, 1.0, 100.0, 108.0, [(0.0, 100.0), (0.5, 108.0)])]
+    fig = plot.draw_queue_memory(runs, lang)
+    assert mgpu.draw_queue_memory is plot.draw_queue_memory
+    ax = fig.axes[0]
+    assert len(ax.lines) == 5  # two runs, their two "pushed" markers, the legend's marker entry
+    words = style.LABELS[lang]["queue_memory"]
+    assert ax.get_xlabel() == words["time"]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == [
+        words["wait"], words["nowait"], words["pushed"]]
+
+
+def test_one_style_module():
+    """The plots and the diagrams share mgpu.book.style and do not import each other."""
+    import ast
+    from pathlib import Path
+
+    for module in ("plot", "diagrams"):
+        tree = ast.parse(Path(style.__file__).with_name(f"{module}.py").read_text("utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert "mgpu.book.style" in imported, module
+        assert not imported & {"mgpu.book.plot", "mgpu.book.diagrams"}, module
+    assert mgpu.cjk_font is style.cjk_font and mgpu.vector is style.vector

@@ -2,16 +2,15 @@
 
 Each function returns a plain :class:`~matplotlib.figure.Figure` (as
 :mod:`mgpu.book.plot` does) and takes ``lang`` (``"en"`` or ``"zh"``) and ``labels``, a
-mapping that replaces some of the words of ``LABELS``, so that the Chinese edition draws
-the same diagram with Chinese words. The Chinese diagrams need a CJK font (Debian's
-``fonts-noto-cjk``);
-:func:`cjk_font` finds it.
+mapping that replaces some of the words of ``mgpu.book.style.LABELS``, so that the
+Chinese edition draws the same diagram with Chinese words. The Chinese diagrams need a
+CJK font (Debian's ``fonts-noto-cjk``); :func:`mgpu.book.style.cjk_font` finds it.
 
-The diagrams are shown as SVG (:func:`mgpu.book.plot.vector`), their words drawn as
+The diagrams are shown as SVG (:func:`mgpu.book.style.vector`), their words drawn as
 outlines: sharp at every size, and Chinese needs no font on the reader's machine. They
-are sized for the page as the plots are, about ``mgpu.book.plot.WIDTH`` inches wide with
-words of at least ``mgpu.book.plot.FONT["small"]`` points. They read in light and in
-dark mode: the background is transparent, the words are dark on light boxes with
+are sized for the page as the plots are, about ``mgpu.book.style.WIDTH`` inches wide
+with words of at least ``mgpu.book.style.FONT["small"]`` points. They read in light and
+in dark mode: the background is transparent, the words are dark on light boxes with
 outlines, and the arrows have mid-tone colours. Every artist carries a ``gid`` naming
 what it is (``"box"``, ``"arrow"``, ``"link"``...); ``parts`` counts them.
 
@@ -31,89 +30,17 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from mgpu.book.plot import FONT, WIDTH
+from mgpu.book.style import FONT, WIDTH, font_family, show_in_notebooks, vector, words
 
-# LABELS, event_category and parts are this module's own helpers (the tests use them
-# too): mgpu exports the drawing functions and the font check.
+# event_category and parts are this module's own helpers (the tests use them too): mgpu
+# exports the drawing functions.
 __all__ = [
-    "FontError",
-    "cjk_font",
     "draw_allreduce",
+    "event_category",
     "draw_engine_queues",
     "draw_parameter_server",
     "draw_step",
 ]
-
-#: The words of every diagram, per language. ``{i}``, ``{k}``... are filled in by the
-#: drawing.
-LABELS: dict[str, dict[str, str]] = {
-    "en": {
-        "device": "device {i}",
-        "minibatch": "minibatch\n{b} examples",
-        "slice": "{b} examples",
-        "forward": "forward",
-        "backward": "backward",
-        "allreduce": "allreduce:\nsum the\ngradients",
-        "update": "update",
-        "reduce_to_one": "reduce to device 0,\nthen broadcast",
-        "scatter_gather": "reduce-scatter,\nthen all-gather",
-        "ring": "ring",
-        "per_phase": "{amount} each way,\nper phase",
-        "per_step": "{amount} per step",
-        "total_root": "device 0: 2(k−1)P/β\n= {root}P/β; others: 2P/β",
-        "total_even": "every device: 2(k−1)P/(kβ)\n= {each}P/β",
-        "total_ring": "every device: 2(k−1)P/(kβ)\n= {each}P/β in {steps} steps",
-        "worker": "worker {i}",
-        "server": "server {i}",
-        "server_keys": "keys {keys}, …",
-        "scheduler": "scheduler",
-        "push": "push",
-        "pull": "pull",
-        "worker_traffic": "sends P, receives P",
-        "server_traffic": "{m}P/{n} in, {m}P/{n} out",
-        "control": "registration,\nbarriers",
-        "sharding": "small arrays: whole, on server (9973 · key) mod n\n"
-                    "arrays of ≥ 10⁶ numbers: 1/n on every server",
-        "time": "milliseconds",
-        "compute": "compute (forward, backward)",
-        "copy": "copies (CopyCPU2CPU...)",
-        "sum": "sums and packing (allreduce)",
-        "sgd": "scalar and elementwise (update)",
-    },
-    "zh": {
-        "device": "设备 {i}",
-        "minibatch": "小批量\n{b} 个样本",
-        "slice": "{b} 个样本",
-        "forward": "前向传播",
-        "backward": "反向传播",
-        "allreduce": "全归约：\n对梯度\n求和",
-        "update": "更新",
-        "reduce_to_one": "归约到设备 0，\n再广播",
-        "scatter_gather": "归约分散，\n再全收集",
-        "ring": "环形",
-        "per_phase": "每个阶段\n每个方向 {amount}",
-        "per_step": "每步 {amount}",
-        "total_root": "设备 0：2(k−1)P/β\n= {root}P/β；其他设备：2P/β",
-        "total_even": "每个设备：2(k−1)P/(kβ)\n= {each}P/β",
-        "total_ring": "每个设备：2(k−1)P/(kβ)\n= {each}P/β，共 {steps} 步",
-        "worker": "工作节点 {i}",
-        "server": "服务器 {i}",
-        "server_keys": "键 {keys}, …",
-        "scheduler": "调度器",
-        "push": "推送",
-        "pull": "拉取",
-        "worker_traffic": "发送 P，接收 P",
-        "server_traffic": "收 {m}P/{n}，发 {m}P/{n}",
-        "control": "注册、\n同步屏障",
-        "sharding": "小数组：整个放在服务器 (9973 · 键) mod n 上\n"
-                    "不少于 10⁶ 个数的数组：每台服务器各存 1/n",
-        "time": "毫秒",
-        "compute": "计算（前向、反向传播）",
-        "copy": "复制（CopyCPU2CPU 等）",
-        "sum": "求和与打包（全归约）",
-        "sgd": "标量与逐元素运算（更新）",
-    },
-}
 
 # Colours: light or mid-tone fills under dark words, outlined; mid-tone lines that show
 # on a white page and on a dark one (#121212).
@@ -137,63 +64,12 @@ _UPDATE_OPS = {"sgd_update", "sgd_mom_update", "multi_sgd_update", "_mul_scalar"
 _ENGINE_OPS = {"DeleteVariable", "WaitForVar", "WaitForAll"}
 
 
-class FontError(RuntimeError):
-    """No font on this machine can draw Chinese characters."""
-
-
-def cjk_font() -> str:
-    """The family name of a font that draws Chinese (Noto Sans CJK preferred).
-
-    matplotlib's font list is cached; fonts installed after the cache was written are
-    found by looking at the font files themselves. Raises :class:`FontError`, naming the
-    Debian package to install, when there is none.
-
-    >>> "CJK" in cjk_font() or "Han" in cjk_font() or "WenQuanYi" in cjk_font()
-    True
-    """
-    from matplotlib import font_manager as fm
-
-    def best() -> str | None:
-        names = {f.name for f in fm.fontManager.ttflist if _is_cjk_name(f.name)}
-        # Sans before Serif, Simplified Chinese before the other regions.
-        rank = sorted(names, key=lambda n: ("Serif" in n, "SC" not in n.split(), n))
-        return rank[0] if rank else None
-
-    name = best()
-    if name is None:  # the cache predates the fonts: add the files that look like CJK
-        for path in fm.findSystemFonts():
-            if _is_cjk_name(path.rsplit("/", 1)[-1]):
-                try:
-                    fm.fontManager.addfont(path)
-                except (OSError, RuntimeError, ValueError):
-                    continue
-        name = best()
-    if name is None:
-        raise FontError(
-            "no font that can draw Chinese characters was found, so the Chinese "
-            "diagrams cannot be drawn: install Debian's fonts-noto-cjk package "
-            "(apt-get install fonts-noto-cjk, as root) and run again")
-    return name
-
-
-def _is_cjk_name(name: str) -> bool:
-    low = name.lower().replace(" ", "")
-    return any(s in low
-               for s in ("cjk", "sourcehan", "wenquanyi", "wqy", "droidsansfallback"))
-
-
 class _Style:
     """The words and the font of one diagram."""
 
     def __init__(self, lang: str, labels: Mapping[str, str] | None):
-        if lang not in LABELS:
-            raise ValueError(f"lang must be one of {sorted(LABELS)}, got {lang!r}")
-        unknown = set(labels or {}) - set(LABELS[lang])
-        if unknown:
-            raise ValueError(f"unknown label(s) {sorted(unknown)}: the diagrams' words "
-                             f"are {sorted(LABELS[lang])}")
-        self.words = {**LABELS[lang], **(labels or {})}
-        self.family = [cjk_font(), "DejaVu Sans"] if lang == "zh" else ["DejaVu Sans"]
+        self.words = words(lang, "diagram", labels)
+        self.family = font_family(lang)
 
     def __call__(self, key: str, **values) -> str:
         return self.words[key].format(**values)
@@ -204,9 +80,7 @@ def _canvas(width: float, height: float, cols: int = 1):
     shown as SVG."""
     from matplotlib.figure import Figure
 
-    from mgpu.book.plot import _show_in_notebooks, vector
-
-    _show_in_notebooks()
+    show_in_notebooks()
     fig = vector(Figure(figsize=(width, height), facecolor="none"))
     axes = []
     for c in range(cols):
@@ -503,8 +377,6 @@ def draw_engine_queues(events: Sequence, lang: str = "en",
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from mgpu.book.plot import _show_in_notebooks, vector
-
     s = _Style(lang, labels)
     shown = [(e, event_category(e.name)) for e in events]
     shown = [(e, c) for e, c in shown if c is not None]
@@ -513,7 +385,7 @@ def draw_engine_queues(events: Sequence, lang: str = "en",
                          "mgpu.engine_timeline(work) for some work)")
     devices = sorted({e.device for e, _ in shown})
     used = [c for c in _CATEGORY_COLOR if any(c == cat for _, cat in shown)]
-    _show_in_notebooks()
+    show_in_notebooks()
     height = 0.5 * len(devices) + 1.2 + 0.3 * -(-len(used) // 2)
     fig = vector(Figure(figsize=(WIDTH, height), facecolor="none",
                         layout="constrained"))

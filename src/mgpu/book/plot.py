@@ -1,98 +1,28 @@
 """Figures for the book: training curves and timing bars, in English or Chinese.
 
 Every plotting function takes ``lang`` (``"en"`` or ``"zh"``): the axis labels and
-legend words that the function writes itself come from ``LABELS[lang]``, and a Chinese
-figure draws all of its words with a CJK font (:func:`mgpu.book.diagrams.cjk_font`,
-Debian's ``fonts-noto-cjk``). Words that the caller passes (bar names, a title, a y
-label) are the caller's, in the caller's language.
+legend words that the function writes itself come from ``mgpu.book.style.LABELS``, and
+a Chinese figure draws all of its words with a CJK font
+(:func:`mgpu.book.style.cjk_font`, Debian's ``fonts-noto-cjk``). Words that the caller
+passes (bar names, a title, a y label) are the caller's, in the caller's language.
 
-The figures are sized for the page. A figure is shown at ``CSS_DPI`` (96) CSS pixels per
-inch, as SVG is, and scaled down to the content column when it is wider (about 800 px in
-a 1366-px window); the book's figures are ``WIDTH`` (7.5) inches wide, so they fit the
-column at full size and a word of ``FONT["small"]`` points is 12.7 px on screen
-(:func:`smallest_text_px` measures it). Plots are shown as palette PNGs at ``DPI``,
-1.5 times the CSS pixels (sharp on most screens, at most ``MAX_PX`` wide); the
-diagrams of :mod:`mgpu.book.diagrams` as SVG (:func:`vector`), their words drawn as
-outlines, so that Chinese needs no font on the reader's machine.
+The figures are sized for the page and shown as palette PNGs, as
+:mod:`mgpu.book.style` says.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from mgpu.book.style import FONT, WIDTH, font_family, show_in_notebooks, words
+
 __all__ = [
+    "draw_queue_memory",
     "figure",
     "plot_bars",
     "plot_history",
     "plot_timeline",
-    "png_bytes",
-    "smallest_text_px",
-    "svg_bytes",
-    "vector",
 ]
-
-#: Width of the book's figures, in inches: at ``CSS_DPI`` they fit the content column.
-WIDTH = 7.5
-#: CSS pixels per inch of a figure on the page (SVG's own scale: 72 pt = 96 px).
-CSS_DPI = 96
-#: Width of the content column in a 1366-px window, in CSS pixels.
-COLUMN_PX = 800
-#: Resolution of the PNG figures (dots per inch): 1.5 image pixels per CSS pixel, sharp
-#: on most screens while the site stays within its 15 MB (192 dpi made it 15.1 MB).
-DPI = 144
-#: The widest PNG figure, in pixels (a wider figure is drawn at a lower resolution).
-MAX_PX = 1600
-#: Font sizes in points: on screen, a point is 96/72 = 1.33 CSS px (a figure at full
-#: size).
-FONT = {"small": 9.5, "text": 10.0, "label": 11.0, "title": 12.0}
-#: Margin that ``bbox_inches="tight"`` leaves around a figure's contents, in inches.
-_PAD = 0.1
-
-#: The words the plotting functions write themselves, per language.
-LABELS: dict[str, dict[str, str]] = {
-    "en": {
-        "epoch": "epoch",
-        "loss": "training loss",
-        "accuracy": "accuracy",
-        "run": "{n} x {kinds}, batch {batch}, lr {lr:g}",
-        "test": "{label} (test)",
-        "train": "{label} (train)",
-        "test_key": "test (solid)",
-        "train_key": "train (dashed)",
-        "seconds_per_epoch": "seconds per epoch",
-        "milliseconds": "milliseconds",
-    },
-    "zh": {
-        "epoch": "迭代周期",
-        "loss": "训练损失",
-        "accuracy": "准确率",
-        "run": "{n} 个 {kinds}，批量 {batch}，学习率 {lr:g}",
-        "test": "{label}（测试）",
-        "train": "{label}（训练）",
-        "test_key": "测试（实线）",
-        "train_key": "训练（虚线）",
-        "seconds_per_epoch": "每个迭代周期的秒数",
-        "milliseconds": "毫秒",
-    },
-}
-
-
-def _words(lang: str) -> dict[str, str]:
-    """The words of ``lang``, or a clear error naming the languages there are."""
-    if lang not in LABELS:
-        raise ValueError(f"lang must be one of {sorted(LABELS)}, got {lang!r}: pass "
-                         "'en' for the English edition's figure, 'zh' for the Chinese "
-                         "one")
-    return LABELS[lang]
-
-
-def _family(lang: str) -> list[str]:
-    """The font families of a figure in ``lang``: a CJK font first for Chinese."""
-    if lang == "zh":
-        from mgpu.book.diagrams import cjk_font
-
-        return [cjk_font(), "DejaVu Sans"]
-    return ["DejaVu Sans"]
 
 
 def _set_font(fig, lang: str) -> None:
@@ -104,7 +34,7 @@ def _set_font(fig, lang: str) -> None:
     """
     from matplotlib.text import Text
 
-    family = _family(lang)
+    family = font_family(lang)
     for text in fig.findobj(Text):
         text.set_fontfamily(family)
     # Tick labels made at draw time copy the first tick's properties.
@@ -123,194 +53,16 @@ def _style(ax) -> None:
     ax.title.set_fontsize(FONT["title"])
 
 
-def png_bytes(fig, dpi: float | None = None) -> bytes:
-    """``fig`` as a PNG with a palette of at most 256 colours: a third of the bytes of
-    matplotlib's RGBA PNG for the book's figures (lines, bars and text), with no visible
-    difference.
-
-    At ``dpi`` (default ``DPI``), lowered if need be so that the image is at most
-    ``MAX_PX`` pixels wide. A figure with a transparent background keeps its
-    transparency.
-
-    >>> from matplotlib.figure import Figure
-    >>> fig = Figure(figsize=(2, 1)); _ = fig.add_subplot().plot([0, 1], [1, 0])
-    >>> data = png_bytes(fig)
-    >>> data[:8] == b"\\x89PNG\\r\\n\\x1a\\n"
-    True
-    >>> from PIL import Image; import io
-    >>> Image.open(io.BytesIO(data)).mode
-    'P'
-    >>> Image.open(io.BytesIO(png_bytes(Figure(figsize=(20, 1))))).width <= MAX_PX
-    True
-    """
-    import io
-
-    from PIL import Image
-
-    dpi = DPI if dpi is None else dpi
-    raw = io.BytesIO()
-    fig.savefig(raw, format="png", dpi=dpi, bbox_inches="tight", pad_inches=_PAD)
-    image = Image.open(raw)
-    # Too wide: drawn again, smaller (text stays sharp, unlike a resized image).
-    while image.width > MAX_PX:
-        dpi *= (MAX_PX - 4) / image.width
-        raw = io.BytesIO()
-        fig.savefig(raw, format="png", dpi=dpi, bbox_inches="tight", pad_inches=_PAD)
-        image = Image.open(raw)
-    transparent = image.mode == "RGBA" and image.getextrema()[3][0] < 255
-    if transparent:
-        palette = image.quantize(256, method=Image.Quantize.FASTOCTREE,
-                                 dither=Image.Dither.NONE)
-    else:
-        palette = image.convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT,
-                                                dither=Image.Dither.NONE)
-    out = io.BytesIO()
-    palette.save(out, format="png", optimize=True)
-    return out.getvalue()
-
-
-def svg_bytes(fig) -> bytes:
-    """``fig`` as SVG, its words drawn as outlines (no font needed to show Chinese), the
-    same bytes for the same figure (no date, fixed ids).
-
-    Its size is the figure's, in points: shown at 96 CSS pixels per inch.
-
-    >>> from matplotlib.figure import Figure
-    >>> fig = Figure(figsize=(2, 1)); _ = fig.text(0.5, 0.5, "device")
-    >>> data = svg_bytes(fig); data.startswith(b"<?xml") and b"<svg" in data
-    True
-    >>> b"<text" in data, data == svg_bytes(fig)
-    (False, True)
-    """
-    import io
-
-    import matplotlib as mpl
-
-    out = io.BytesIO()
-    with mpl.rc_context({"svg.fonttype": "path", "svg.hashsalt": "mgpu"}):
-        fig.savefig(out, format="svg", bbox_inches="tight", pad_inches=_PAD,
-                    metadata={"Date": None})
-    return _minify(out.getvalue().decode("utf-8")).encode("utf-8")
-
-
-def _short(x: float) -> str:
-    """A coordinate to a hundredth of a point; a scale factor to four digits."""
-    text = f"{x:.2f}" if abs(x) >= 1 else f"{x:.4g}"
-    return text.rstrip("0").rstrip(".") if "." in text and "e" not in text else text
-
-
-def _minify(svg: str) -> str:
-    """matplotlib's SVG in about 80 % of the bytes: no metadata or comments, coordinates
-    to a hundredth of a point, no indentation.
-
-    >>> _minify('<svg> <!-- a --> <path d="M 1.23456 7 L 2.5 3.333"/> </svg>')
-    '<svg><path d="M 1.23 7 L 2.5 3.33"/></svg>'
-    >>> _minify('<g transform="scale(0.015625)"/>')
-    '<g transform="scale(0.01562)"/>'
-    """
-    import re
-
-    svg = re.sub(r"<metadata>.*?</metadata>|<!--.*?-->", "", svg, flags=re.S)
-    svg = re.sub(r"-?\d+\.\d{3,}", lambda m: _short(float(m.group())), svg)
-    svg = re.sub(r">\s+<", "><", svg)
-    return re.sub(r"\s*\n\s*", " ", svg)
-
-
-def vector(fig):
-    """Mark ``fig`` to be shown as SVG (:func:`svg_bytes`), not as a PNG; return it.
-
-    For drawings of boxes, arrows and words (the diagrams), which SVG keeps sharp at
-    every size in few bytes; a plot of many points or bars stays a PNG.
-
-    >>> from matplotlib.figure import Figure
-    >>> _format(vector(Figure())), _format(Figure())
-    ('svg', 'png')
-    """
-    fig._mgpu_format = "svg"
-    return fig
-
-
-def _format(fig) -> str:
-    return getattr(fig, "_mgpu_format", "png")
-
-
-def _shown_width_in(fig) -> float:
-    """The width in inches of what :func:`png_bytes` and :func:`svg_bytes` save."""
-    fig.draw_without_rendering()  # lays the figure out and makes its tick labels
-    return fig.get_tightbbox().width + 2 * _PAD
-
-
-def _png_output(fig):
-    """IPython's PNG of a plot: the bytes, and their width in CSS pixels."""
-    if _format(fig) != "png":
-        return None
-    data = png_bytes(fig)
-    return data, {"width": round(_shown_width_in(fig) * CSS_DPI)}
-
-
-def _svg_output(fig):
-    """IPython's SVG representation of a diagram (see :func:`vector`)."""
-    return svg_bytes(fig).decode("utf-8") if _format(fig) == "svg" else None
-
-
-def _show_in_notebooks() -> None:
-    """In IPython/Jupyter, display figures as images (what ``%matplotlib inline`` does
-    for pyplot figures; ours are plain :class:`~matplotlib.figure.Figure` objects): a
-    palette PNG (:func:`png_bytes`) shown ``CSS_DPI`` pixels per inch wide, or SVG for a
-    figure marked by :func:`vector`."""
-    try:
-        from IPython import get_ipython
-    except ImportError:
-        return
-    shell = get_ipython()
-    if shell is not None:
-        from matplotlib.figure import Figure
-
-        formatters = shell.display_formatter.formatters
-        for mime in list(formatters):  # one representation only: no PDF or JPEG copies
-            if mime != "text/plain":
-                formatters[mime].pop(Figure, None)
-        formatters["image/png"].for_type(Figure, _png_output)
-        formatters["image/svg+xml"].for_type(Figure, _svg_output)
-
-
-def _shown_texts(fig) -> list:
-    """The words ``fig`` draws: every visible, non-empty text, tick labels included (but
-    not those of an axes that is switched off)."""
-    from matplotlib.text import Text
-
-    fig.draw_without_rendering()
-    hidden = {id(t) for ax in fig.axes if not ax.axison
-              for axis in (ax.xaxis, ax.yaxis) for t in axis.findobj(Text)}
-    return [t for t in fig.findobj(Text)
-            if t.get_visible() and t.get_text().strip() and id(t) not in hidden]
-
-
-def smallest_text_px(fig, column_px: float = COLUMN_PX) -> float:
-    """The font size, in CSS pixels on screen, of the smallest words of ``fig`` as the
-    book shows it: ``CSS_DPI`` pixels per inch, scaled down to fit a column
-    ``column_px`` wide.
-
-    >>> round(smallest_text_px(plot_bars(["a", "b"], [1.0, 2.0])), 1)  # 10 pt
-    13.3
-    >>> fig = figure(20, 3); _ = fig.add_subplot().plot([0, 1])  # scaled to 40 %
-    >>> smallest_text_px(fig) < 9
-    True
-    """
-    width_px = _shown_width_in(fig) * CSS_DPI
-    px_per_pt = CSS_DPI / 72 * min(1.0, column_px / width_px)
-    return min(t.get_fontsize() for t in _shown_texts(fig)) * px_per_pt
-
-
 def figure(width: float = WIDTH, height: float = 3.4, layout: str = "tight"):
     """A figure of ``width`` x ``height`` inches for the book, with a ``layout``.
 
     The book's figures are ``WIDTH`` inches wide, the width of the page's column; a
     wider one is scaled down on the page, and its words with it
-    (:func:`smallest_text_px`). It is not registered with pyplot: nothing is shown until
-    the caller shows it (as a cell's value or through MyST-NB's ``glue``), and nothing
-    leaks between calls. In IPython it is displayed as a palette PNG
-    (:func:`png_bytes`), or as SVG once marked by :func:`vector`.
+    (:func:`~mgpu.book.style.smallest_text_px`). It is not registered with pyplot:
+    nothing is shown until the caller shows it (as a cell's value or through MyST-NB's
+    ``glue``), and nothing leaks between calls. In IPython it is displayed as a palette
+    PNG (:func:`~mgpu.book.style.png_bytes`), or as SVG once marked by
+    :func:`~mgpu.book.style.vector`.
 
     >>> fig = figure(4, 3); ax = fig.add_subplot()
     >>> tuple(fig.get_size_inches())
@@ -318,7 +70,7 @@ def figure(width: float = WIDTH, height: float = 3.4, layout: str = "tight"):
     """
     from matplotlib.figure import Figure
 
-    _show_in_notebooks()
+    show_in_notebooks()
     return Figure(figsize=(width, height), layout=layout)
 
 
@@ -356,11 +108,11 @@ def plot_history(histories: Sequence, labels: Sequence[str] | None = None,
     """
     from matplotlib.lines import Line2D
 
-    words = _words(lang)
-    xlabel = words["epoch"] if xlabel is None else xlabel
-    ylabels = (words["loss"], words["accuracy"]) if ylabels is None else ylabels
+    wording = words(lang, "plot")
+    xlabel = wording["epoch"] if xlabel is None else xlabel
+    ylabels = (wording["loss"], wording["accuracy"]) if ylabels is None else ylabels
     if labels is None:
-        labels = [words["run"].format(
+        labels = [wording["run"].format(
             n=len(h.devices), batch=h.batch_size, lr=h.lr,
             kinds="+".join(sorted({d.split("(")[0] for d in h.devices})))
             for h in histories]
@@ -371,9 +123,9 @@ def plot_history(histories: Sequence, labels: Sequence[str] | None = None,
         epochs = range(1, len(h.loss) + 1)
         (line,) = ax_loss.plot(epochs, h.loss, marker="o", label=lab)
         ax_acc.plot(epochs, h.test_acc, marker="o", color=line.get_color(),
-                    label=words["test"].format(label=lab))
+                    label=wording["test"].format(label=lab))
         ax_acc.plot(epochs, h.train_acc, ls="--", color=line.get_color(),
-                    label=words["train"].format(label=lab))
+                    label=wording["train"].format(label=lab))
         runs.append(line)
     ax_loss.set(xlabel=xlabel, ylabel=ylabels[0])
     ax_acc.set(xlabel=xlabel, ylabel=ylabels[1])
@@ -381,8 +133,8 @@ def plot_history(histories: Sequence, labels: Sequence[str] | None = None,
         ax.grid(alpha=0.3)
         ax.xaxis.get_major_locator().set_params(integer=True)
         _style(ax)
-    keys = [Line2D([], [], color="#555555", marker="o", label=words["test_key"]),
-            Line2D([], [], color="#555555", ls="--", label=words["train_key"])]
+    keys = [Line2D([], [], color="#555555", marker="o", label=wording["test_key"]),
+            Line2D([], [], color="#555555", ls="--", label=wording["train_key"])]
     handles = [*runs, *keys]
     names = [*labels, *(k.get_label() for k in keys)]
     column = max(_text_width_in(n, FONT["text"]) for n in names) + 0.75  # with its line
@@ -453,8 +205,8 @@ def plot_bars(names: Sequence[str], values: Sequence[float], ylabel: str | None 
     """
     import matplotlib as mpl
 
-    words = _words(lang)
-    ylabel = words["seconds_per_epoch"] if ylabel is None else ylabel
+    wording = words(lang, "plot")
+    ylabel = wording["seconds_per_epoch"] if ylabel is None else ylabel
     names, values = list(names), list(values)
     n = len(names)
     horizontal = n > 6 if horizontal is None else horizontal
@@ -517,7 +269,7 @@ def plot_timeline(events: Sequence, title: str = "", xlabel: str | None = None,
     import matplotlib as mpl
     from matplotlib.patches import Patch
 
-    xlabel = _words(lang)["milliseconds"] if xlabel is None else xlabel
+    xlabel = words(lang, "plot")["milliseconds"] if xlabel is None else xlabel
 
     devices = sorted({e.device for e in events})
     names = sorted({e.name for e in events})
@@ -541,4 +293,36 @@ def plot_timeline(events: Sequence, title: str = "", xlabel: str | None = None,
         ax.set_title(title)
     _style(ax)
     _set_font(fig, lang)
+    return fig
+
+
+def draw_queue_memory(runs: Sequence, lang: str = "en", title: str = ""):
+    """The resident memory of :func:`~mgpu.probes.engine.queue_memory` runs over time,
+    one line per run, with a dotted line where Python had pushed its last step.
+
+    ``runs`` are :class:`mgpu.probes.engine.QueueRun` objects.
+
+    >>> from mgpu.probes.engine import QueueRun
+    >>> run = QueueRun(False, 2, 4.0, 0.1, 1.0, 100.0, 108.0,
+    ...                [(0.0, 100.0), (0.5, 108.0)])
+    >>> fig = draw_queue_memory([run])
+    >>> len(fig.axes[0].lines)  # the run, its marker, the legend's
+    3
+    """
+    wording = words(lang, "queue_memory")
+    family = font_family(lang)
+    fig = figure(7, 3.2)
+    ax = fig.subplots()
+    for run in runs:
+        t = [s[0] for s in run.samples]
+        mb = [s[1] - run.start_mb for s in run.samples]
+        (line,) = ax.plot(t, mb, label=wording["wait" if run.wait else "nowait"])
+        ax.axvline(run.push_s, color=line.get_color(), ls=":", lw=1)
+    ax.set_xlabel(wording["time"], fontfamily=family)
+    ax.set_ylabel(wording["memory"], fontfamily=family)
+    ax.plot([], [], color="gray", ls=":", lw=1, label=wording["pushed"])
+    ax.legend(prop={"family": family, "size": 8})
+    ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title, fontfamily=family, fontsize=9)
     return fig

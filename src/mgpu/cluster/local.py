@@ -22,18 +22,13 @@ holds; when the launcher dies, the operating system closes that end, and each pr
 kills its own process group at once.
 
 This module uses the standard library only: it starts MXNet in other processes and never
-imports it. The worker programs of the book are in :mod:`mgpu.programs.ps`.
+imports it. Its arguments are checked by :func:`mgpu.cluster.job.check_job`, its
+processes stopped by :func:`mgpu.cluster.processes.stop_processes`. The worker programs
+of the book are in :mod:`mgpu.programs.ps`.
 """
 
 from __future__ import annotations
 
-import ast
-import contextlib
-import functools
-import json
-import math
-import numbers
-import operator
 import os
 import signal
 import socket
@@ -41,39 +36,43 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from mgpu.cluster.job import Job, check_job, check_port
+from mgpu.cluster.processes import (  # running: for the doctests
+    LOOPBACK,
+    free_port,
+    running,  # noqa: F401
+    stop_processes,
+)
+from mgpu.programs.report import read_reports
 
 __all__ = [
     "ClusterError",
     "ClusterResult",
     "ClusterTimeout",
+    "GUARD",
+    "Node",
     "PortInUseError",
     "ProcessResult",
     "cluster_env",
-    "descendants",
-    "free_port",
-    "processes",
     "run_local_cluster",
-    "running",
+    "watch",
 ]
 
-#: The only address the local cluster uses: nothing listens on a network interface.
-LOOPBACK = "127.0.0.1"
 _POLL = 0.05  # seconds between checks of the processes
-_TERM_GRACE = 3.0  # seconds between SIGTERM and SIGKILL
 _SHUTDOWN_GRACE = 10.0  # seconds the scheduler and servers get after the workers end
 _PORT_ATTEMPTS = 3
-_RESERVED = {"DMLC_ROLE", "DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT", "DMLC_NUM_SERVER",
-             "DMLC_NUM_WORKER", "DMLC_NODE_HOST"}
 
-# Every process of the cluster runs this first. Its first argument is the read end of a
-# pipe whose write end only the launcher holds. The read returns b"" (end of file) once
-# that end is closed: by the launcher after the job, or by the kernel when the launcher
-# dies, even by SIGKILL. The thread then kills the process's whole group, so nothing
-# outlives the launcher.
-_GUARD = r"""
+#: Every process of the cluster runs this first. Its first argument is the read end of
+#: a pipe whose write end only the launcher holds. The read returns b"" (end of file)
+#: once that end is closed: by the launcher after the job, or by the kernel when the
+#: launcher dies, even by SIGKILL. The thread then kills the process's whole group, so
+#: nothing outlives the launcher.
+# [start GUARD]
+GUARD = r"""
 import os, signal, sys, threading
 def _guard(fd):
     while os.read(fd, 64):
@@ -81,16 +80,17 @@ def _guard(fd):
     os.killpg(os.getpgrp(), signal.SIGKILL)
 threading.Thread(target=_guard, args=(int(sys.argv.pop(1)),), daemon=True).start()
 """
+# [end GUARD]
 
 # The scheduler and the servers: importing mxnet runs the node's loop until the job is
 # over.
-_SERVICE = _GUARD + "import mxnet\n"
+_SERVICE = GUARD + "import mxnet\n"
 
 # Every worker program runs inside this wrapper. An uncaught exception ends the process
 # at once with os._exit: a normal interpreter exit would destroy the KVStore, whose
 # destructor waits in a barrier for the other workers, which themselves wait for the
 # failed one, forever.
-_BOOT = _GUARD + r"""
+_BOOT = GUARD + r"""
 import traceback
 kind, target = sys.argv[1], sys.argv[2]
 def _leave(code):
@@ -138,13 +138,7 @@ class ProcessResult:
         >>> ProcessResult("worker", 0, 1, 0, 'hello\\n{"rank": 0}\\n', "", 1.0).json()
         [{'rank': 0}]
         """
-        found = []
-        for line in self.stdout.splitlines():
-            line = line.strip()
-            if line.startswith("{"):
-                with contextlib.suppress(ValueError):
-                    found.append(json.loads(line))
-        return found
+        return read_reports(self.stdout)
 
 
 @dataclass
@@ -200,18 +194,6 @@ class PortInUseError(ClusterError):
     """The scheduler's port on 127.0.0.1 is taken by another program."""
 
 
-def free_port(host: str = LOOPBACK) -> int:
-    """A TCP port that is free on ``host`` right now (the OS picks it when binding to
-    port 0).
-
-    >>> 1024 <= free_port() <= 65535
-    True
-    """
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
 def _port_is_free(port: int, host: str = LOOPBACK) -> bool:
     # ZeroMQ binds with SO_REUSEADDR; do the same so that TIME_WAIT leftovers do not
     # count.
@@ -250,215 +232,22 @@ def cluster_env(role: str, port: int, num_workers: int = 2, num_servers: int = 1
     }
 
 
-def running(pids: Sequence[int], groups: bool = False) -> list[int]:
-    """Those of ``pids`` that are still running (zombies count as gone), read from
-    ``/proc``.
-
-    With ``groups=True`` the list also holds every live process of the process groups
-    that ``pids`` lead: the children a program started, which outlive it unless they are
-    stopped.
-
-    >>> running([os.getpid()]) == [os.getpid()]
-    True
-    """
-    wanted = set(pids)
-    alive = [pid for pid, _, group in processes()
-             if pid in wanted or groups and group in wanted]
-    return sorted(alive, key=lambda p: (p not in wanted, p))
+def _env_for(job: Job, role: str, port: int) -> dict[str, str]:
+    """The environment of a process of ``role``: this one's, less its ``DMLC_*`` and
+    ``PS_*`` variables, plus the cluster's and the caller's."""
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "PS_"))}
+    e["PYTHONUNBUFFERED"] = "1"
+    e.update(cluster_env(role, port, job.num_workers, job.num_servers, job.ps_verbose))
+    e.update(job.env)
+    return e
 
 
-def processes() -> list[tuple[int, int, int]]:
-    """``(pid, parent pid, process group)`` of every live process (zombies excluded),
-    from ``/proc``.
+class Node:
+    """One process of a running cluster: started at once, in a session of its own, its
+    output in ``workdir``; the launcher polls it and records when it ended."""
 
-    >>> os.getpid() in [pid for pid, _, _ in processes()]
-    True
-    """
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] not in ("Z", "X"):
-            found.append((int(entry.name), int(fields[1]), int(fields[2])))
-    return found
-
-
-def descendants(root: int) -> set[int]:
-    """The live children of process ``root``, their children, and so on.
-
-    >>> child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
-    >>> child.pid in descendants(os.getpid())
-    True
-    >>> child.kill(); child.wait() and None
-    """
-    tree: dict[int, list[int]] = {}
-    for pid, parent, _ in processes():
-        tree.setdefault(parent, []).append(pid)
-    found, todo = set(), [root]
-    while todo:
-        for child in tree.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return found
-
-
-@dataclass(frozen=True)
-class _Job:
-    """What every attempt of one :func:`run_local_cluster` call starts."""
-
-    argv: list[str]  # what _BOOT runs on every worker
-    num_workers: int
-    num_servers: int
-    timeout: float
-    env: dict[str, str]  # the caller's additions to every process's environment
-    ps_verbose: int
-
-    def env_for(self, role: str, port: int) -> dict[str, str]:
-        e = {k: v for k, v in os.environ.items() if not k.startswith(("DMLC_", "PS_"))}
-        e["PYTHONUNBUFFERED"] = "1"
-        e.update(cluster_env(role, port, self.num_workers, self.num_servers,
-                             self.ps_verbose))
-        e.update(self.env)
-        return e
-
-
-def _worker_argv(program, args) -> list[str]:
-    """The arguments of :data:`_BOOT` that run ``program`` with ``args``."""
-    if isinstance(program, os.PathLike):
-        path = Path(program)
-        if path.is_dir():
-            raise IsADirectoryError(f"program: {path} is a directory, not a script; "
-                                    "pass the path of the Python file the workers "
-                                    "should run")
-        if not path.is_file():
-            raise FileNotFoundError(f"program: the worker script {path} does not exist "
-                                    f"(looked for {path.resolve()}); pass the path of "
-                                    "an existing Python file")
-        return ["script", str(path), *map(str, args)]
-    if isinstance(program, str):
-        one_line = program.strip()
-        if one_line.endswith(".py") and "\n" not in one_line and " " not in one_line:
-            raise ValueError(
-                f"{program!r} looks like a file name, but a str is run as Python code; "
-                f"pass pathlib.Path({program!r}) to run a script"
-            )
-        return ["code", program, *map(str, args)]
-    if callable(program):
-        kwargs: dict = {}
-        if isinstance(program, functools.partial):
-            args, kwargs = (*program.args, *args), dict(program.keywords)
-            program = program.func
-        module = getattr(program, "__module__", None)
-        name = getattr(program, "__qualname__", repr(program))
-        if module in (None, "__main__") or "<" in name or "." in name:
-            raise ValueError(
-                f"{name} cannot be imported by the workers: pass a module-level "
-                "function of an importable module (not one defined in __main__ or a "
-                "notebook), or code as a str"
-            )
-        call = repr((tuple(args), kwargs))
-        try:
-            literal = ast.literal_eval(call) == (tuple(args), kwargs)
-        except (ValueError, SyntaxError):
-            literal = False
-        if not literal:
-            raise ValueError(f"arguments for {name} must be Python literals, got "
-                             f"{call}")
-        code = (f"from {module} import {name}\n_args, _kwargs = {call}\n"
-                f"{name}(*_args, **_kwargs)\n")
-        return ["code", code]
-    raise TypeError(f"program must be a pathlib.Path, Python code (str) or a function, "
-                    f"not {_kind(program)}; pass e.g. pathlib.Path('train.py')")
-
-
-def _kind(value: object) -> str:
-    """How an error message shows a value it rejects: its type and its repr."""
-    return f"{type(value).__name__} {value!r}"
-
-
-def _is_int(value: object) -> bool:
-    return not isinstance(value, bool) and hasattr(type(value), "__index__")
-
-
-def _count(name: str, value: object, what: str, example: int) -> int:
-    if not _is_int(value):
-        raise TypeError(f"{name} must be an int (the number of {what}), not "
-                        f"{_kind(value)}; pass e.g. {name}={example}")
-    if operator.index(value) < 1:
-        raise ValueError(f"{name} must be at least 1 (the number of {what}), not "
-                         f"{value!r}; pass e.g. {name}={example}")
-    return operator.index(value)
-
-
-def _port_number(value: object, name: str, fix: str) -> int:
-    if not _is_int(value):
-        raise TypeError(f"{name} must be an int from 1 to 65535, not {_kind(value)}; "
-                        f"{fix}")
-    if not 1 <= operator.index(value) <= 65535:
-        raise ValueError(f"{name} must be from 1 to 65535, not {value!r}; {fix}")
-    return operator.index(value)
-
-
-def _environment(env: object) -> dict[str, str]:
-    if env is None:
-        return {}
-    if not isinstance(env, Mapping):
-        raise TypeError("env must be a mapping of variable names to str values, such "
-                        f"as {{'OMP_NUM_THREADS': '1'}}, not {_kind(env)}")
-    for key, value in env.items():
-        if not isinstance(key, str) or not key or "=" in key or "\0" in key:
-            raise (ValueError if isinstance(key, str) else TypeError)(
-                f"env has the key {key!r}, which is not an environment variable name; "
-                "use non-empty str keys without '=', such as 'OMP_NUM_THREADS'")
-        if not isinstance(value, str):
-            number = isinstance(value, numbers.Number) and not isinstance(value, bool)
-            fix = (f"pass {{{key!r}: {str(value)!r}}}" if number
-                   else "pass a str, or leave the key out")
-            raise TypeError(f"env[{key!r}] must be a str, not {_kind(value)}: "
-                            f"environment variables hold text; {fix}")
-        if "\0" in value:
-            raise ValueError(f"env[{key!r}] contains a NUL character, which an "
-                             "environment variable cannot hold")
-    clash = sorted(_RESERVED & set(env))
-    if clash:
-        raise ValueError(f"env must not set {', '.join(clash)}: these are set by the "
-                         "launcher for every process (from num_workers, num_servers "
-                         "and port); remove them from env")
-    return dict(env)
-
-
-def _job(program, num_workers, num_servers, args, timeout, env, ps_verbose) -> _Job:
-    """The checked arguments of :func:`run_local_cluster`; clear errors for bad ones."""
-    num_workers = _count("num_workers", num_workers, "worker processes", 2)
-    num_servers = _count("num_servers", num_servers, "server processes", 1)
-    if isinstance(args, (str, bytes, bytearray)) or not isinstance(args, Sequence):
-        single = isinstance(args, (str, bytes)) or not isinstance(args, Iterable)
-        fix = (f"pass args=[{args!r}] for a single argument" if single
-               else "pass args=list(...) to collect them")
-        raise TypeError(f"args must be a list or tuple of the program's arguments, not "
-                        f"{_kind(args)}; {fix}")
-    if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real):
-        raise TypeError(f"timeout must be a number of seconds (int or float), not "
-                        f"{_kind(timeout)}; pass e.g. timeout=120")
-    if not (math.isfinite(timeout) and timeout > 0):
-        raise ValueError("timeout must be a positive, finite number of seconds, not "
-                         f"{timeout!r}: a job whose node died waits forever, so the "
-                         "launcher needs a limit; pass e.g. timeout=120")
-    if not _is_int(ps_verbose) or operator.index(ps_verbose) not in (0, 1, 2):
-        raise (ValueError if _is_int(ps_verbose) else TypeError)(
-            "ps_verbose must be 0 (quiet), 1 (log the nodes as they connect) or 2 "
-            f"(log every message), not {_kind(ps_verbose)}")
-    return _Job(_worker_argv(program, args), num_workers, num_servers, float(timeout),
-                _environment(env), operator.index(ps_verbose))
-
-
-class _Proc:
-    def __init__(self, role, index, code, argv, env, workdir, guard_fd):
+    def __init__(self, role: str, index: int, code: str, argv: Sequence[str],
+                 env: Mapping[str, str], workdir: Path, guard_fd: int):
         self.role, self.index = role, index
         self.out_path = workdir / f"{role}{index}.out"
         self.err_path = workdir / f"{role}{index}.err"
@@ -468,15 +257,19 @@ class _Proc:
             self.popen = subprocess.Popen(cmd, env=env, stdout=out, stderr=err,
                                           stdin=subprocess.DEVNULL,
                                           start_new_session=True, pass_fds=(guard_fd,))
-        self.end = None
+        self.end: float | None = None
 
-    def poll(self):
+    def poll(self) -> int | None:
+        """The exit status, or None while the process runs (the first status seen
+        records the end time)."""
         code = self.popen.poll()
         if code is not None and self.end is None:
             self.end = time.perf_counter()
         return code
 
     def result(self) -> ProcessResult:
+        """What the process did, its output read back from its files."""
+
         def read(p):
             return p.read_text(encoding="utf-8", errors="replace") if p.exists() else ""
 
@@ -489,7 +282,7 @@ class _Proc:
 class _Failed(Exception):
     """A process exited with an error (raised while the others still run)."""
 
-    def __init__(self, proc: _Proc):
+    def __init__(self, proc: Node):
         super().__init__(proc.role, proc.index)
         self.proc = proc
 
@@ -498,12 +291,7 @@ class _Deadline(Exception):
     """The job's ``timeout`` passed with workers still running."""
 
 
-def _signal_group(proc: _Proc, sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.popen.pid, sig)
-
-
-def _watch(procs: list[_Proc], deadline: float) -> None:
+def watch(procs: list[Node], deadline: float) -> None:
     """Wait for the workers; raise :class:`_Failed` or :class:`_Deadline` if they do not
     finish."""
     workers = [p for p in procs if p.role == "worker"]
@@ -523,22 +311,12 @@ def _watch(procs: list[_Proc], deadline: float) -> None:
         time.sleep(_POLL)
 
 
-def _stop(procs: list[_Proc]) -> None:
-    """SIGTERM every process group, wait a little, SIGKILL what is left, reap it all."""
+def _stop(procs: list[Node]) -> None:
+    """Stop every process group (SIGTERM, a grace period, SIGKILL), reap it all."""
+    stop_processes([p.popen.pid for p in procs])
     for p in procs:
-        if p.poll() is None:
-            _signal_group(p, signal.SIGTERM)
-    deadline = time.perf_counter() + _TERM_GRACE
-    while any(p.poll() is None for p in procs) and time.perf_counter() < deadline:
-        time.sleep(_POLL)
-    for p in procs:
-        if p.poll() is None:
-            _signal_group(p, signal.SIGKILL)
-            p.popen.wait()
-            p.poll()
-        # Children a program forked live in the same group: end them too.
-        if running([p.popen.pid], groups=True):
-            _signal_group(p, signal.SIGKILL)
+        p.popen.wait()
+        p.poll()
 
 
 def _how_it_ended(code: int) -> str:
@@ -579,7 +357,7 @@ def _timeout_message(result: ClusterResult, timeout: float) -> str:
             f"batches.{tails}")
 
 
-def _start(procs: list[_Proc], job: _Job, port: int, workdir: Path,
+def _start(procs: list[Node], job: Job, port: int, workdir: Path,
            guard_fd: int) -> None:
     """Start the scheduler, the servers and the workers, adding each to ``procs`` at
     once."""
@@ -588,23 +366,23 @@ def _start(procs: list[_Proc], job: _Job, port: int, workdir: Path,
                                         ("server", job.num_servers, _SERVICE, []),
                                         ("worker", job.num_workers, _BOOT, job.argv)):
             for i in range(count):
-                procs.append(_Proc(role, i, code, argv, job.env_for(role, port),
+                procs.append(Node(role, i, code, argv, _env_for(job, role, port),
                                    workdir, guard_fd))
     finally:
-        os.close(guard_fd)  # only the children read the pipe (see _GUARD)
+        os.close(guard_fd)  # only the children read the pipe (see GUARD)
 
 
-def _launch_once(job: _Job, port: int) -> ClusterResult:
+def _launch_once(job: Job, port: int) -> ClusterResult:
     """Run the job once with its scheduler on ``port``; raise :class:`ClusterError` if
     it fails."""
     ending: _Failed | _Deadline | None = None
     with tempfile.TemporaryDirectory(prefix="mgpu-cluster-") as tmp:
-        procs: list[_Proc] = []
+        procs: list[Node] = []
         begin = time.perf_counter()
         guard_fd, launcher_fd = os.pipe()  # neither end is inherited unless passed
         try:
             _start(procs, job, port, Path(tmp), guard_fd)
-            _watch(procs, begin + job.timeout)
+            watch(procs, begin + job.timeout)
         except (_Failed, _Deadline) as e:
             ending = e
         finally:
@@ -677,23 +455,18 @@ def run_local_cluster(
     >>> r.workers[0].returncode, r.workers[0].stdout, running(r.pids)
     (0, '1\\n', [])
     """
-    job = _job(program, num_workers, num_servers, args, timeout, env, ps_verbose)
-    if not callable(pick_port):
-        raise TypeError("pick_port must be a function without arguments that returns "
-                        "a free port, such as mgpu.cluster.local.free_port, not "
-                        f"{_kind(pick_port)}")
-    if port is not None:
-        port = _port_number(port, "port", "pass e.g. port=9091, or leave port out to "
-                                          "let the launcher pick a free one")
-        if not _port_is_free(port):
-            raise PortInUseError(f"port {port} on {LOOPBACK} is already in use; pass "
-                                 "another port, or none to let the launcher pick a "
-                                 "free one")
-        return _launch_once(job, port)
+    job = check_job(program, num_workers, num_servers, args, timeout, env, ps_verbose,
+                    port, pick_port)
+    if job.port is not None:
+        if not _port_is_free(job.port):
+            raise PortInUseError(f"port {job.port} on {LOOPBACK} is already in use; "
+                                 "pass another port, or none to let the launcher pick "
+                                 "a free one")
+        return _launch_once(job, job.port)
     tried: list[int] = []
     for _ in range(_PORT_ATTEMPTS):
-        use = _port_number(pick_port(), "the port returned by pick_port",
-                           "pick_port must return a free TCP port, as free_port does")
+        use = check_port(job.pick_port(), "the port returned by pick_port",
+                         "pick_port must return a free TCP port, as free_port does")
         try:
             result = _launch_once(job, use)
         except PortInUseError as err:

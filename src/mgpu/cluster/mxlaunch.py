@@ -48,22 +48,21 @@ Usage (the options of ``launch.py`` follow the two of this command)::
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import logging
 import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
-__all__: list[str] = []  # a command (python -m mgpu.cluster.mxlaunch), not a library
+from mgpu.cluster.processes import free_port, stop_processes
 
-_TERM_GRACE = 3.0
+# A command (python -m mgpu.cluster.mxlaunch); ssh_exports is what the book checks.
+__all__ = ["ssh_exports"]
 
 #: What ``dmlc_tracker/ssh.py``'s ``get_env`` copies from this environment onto the
 #: remote command line, less the AWS keys.
@@ -200,19 +199,23 @@ def _remote_word(value: str) -> str:
     return '"' + re.sub(r'([\\"$`])', r"\\\1", value) + '"'
 
 
-def _ssh_exports(pass_envs: dict, env: _Env) -> str:
+def ssh_exports(pass_envs: Mapping[str, object],
+                role_env: Mapping[str, str] | None = None) -> str:
     """What replaces ``dmlc_tracker.ssh.get_env``: the ``export NAME=VALUE;`` words
     that start a remote command, without any credential.
+
+    ``pass_envs`` are the tracker's variables for the process (``DMLC_ROLE``...),
+    ``role_env`` the ``--env*`` variables for its role.
 
     >>> from unittest import mock
     >>> here = {"AWS_SECRET_ACCESS_KEY": "do-not-show", "OMP_NUM_THREADS": "2"}
     >>> with mock.patch.dict(os.environ, here, clear=True):
-    ...     _ssh_exports({"DMLC_ROLE": "worker"}, _Env())
+    ...     ssh_exports({"DMLC_ROLE": "worker"})
     'export OMP_NUM_THREADS=2; export DMLC_ROLE=worker;'
     """
     values = {k: os.environ[k] for k in _SSH_PASSED if k in os.environ}
     values.update({str(k): str(v) for k, v in pass_envs.items()})
-    values.update(env.for_role(pass_envs.get("DMLC_ROLE")))
+    values.update(role_env or {})
     return " ".join(f"export {k}={_remote_word(v)};" for k, v in values.items()
                     if not _is_credential(k))
 
@@ -303,23 +306,9 @@ class _Processes:
         with self.lock:
             self.stopping = True
             procs = [p for _, p in self.started]
+        stop_processes([p.pid for p in procs])
         for p in procs:
-            if p.poll() is None:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(p.pid, signal.SIGTERM)
-        deadline = time.monotonic() + _TERM_GRACE
-        while any(p.poll() is None for p in procs) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for p in procs:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _patch(host_ip: str, local: bool, procs: _Processes, env: _Env) -> None:
@@ -333,7 +322,8 @@ def _patch(host_ip: str, local: bool, procs: _Processes, env: _Env) -> None:
     tracker.get_host_ip = lambda hostIP=None: host_ip  # fix 2
     for module in (tracker, dmlc_local, dmlc_ssh):  # fixes 3 and 4
         module.subprocess = procs
-    dmlc_ssh.get_env = lambda pass_envs: _ssh_exports(pass_envs, env)  # fix 5
+    dmlc_ssh.get_env = lambda pass_envs: ssh_exports(  # fix 5
+        pass_envs, env.for_role(pass_envs.get("DMLC_ROLE")))
     run_local = dmlc_local.exec_cmd
 
     def exec_cmd(cmd, num_attempt, role, taskid, pass_env):
@@ -351,7 +341,7 @@ def _patch(host_ip: str, local: bool, procs: _Processes, env: _Env) -> None:
             if cmd is None:
                 return
             self.hostIP = hostIP
-            self.port = _free_port(hostIP)
+            self.port = free_port(hostIP)
             env = {**os.environ, "DMLC_ROLE": "scheduler",
                    "DMLC_PS_ROOT_URI": str(hostIP), "DMLC_PS_ROOT_PORT": str(self.port),
                    **{k: str(v) for k, v in (envs or {}).items()}}

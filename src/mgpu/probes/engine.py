@@ -10,26 +10,27 @@ process that has run other work holds that work's memory:
   after running work on 1, 2, ... CPU devices, with given environment variables.
 - :func:`queue_memory`: a loop that pushes work faster than the engine runs it, with or
   without waiting every step, and the process's resident memory over time;
-  :func:`draw_queue_memory` draws it.
+  :func:`mgpu.book.plot.draw_queue_memory` draws it.
 
-:func:`thread_count` and :func:`resident_mb` are the two measurements, for the current
-process.
+:func:`thread_count`, :func:`resident_mb` and :func:`resident_peak_mb` are the
+measurements, for the current process. The programs the fresh processes run are in
+:mod:`mgpu.programs.engine`; this module imports MXNet only inside its functions, so
+that they can count a process's threads before MXNet starts any.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from mgpu.checks import positive_int
-from mgpu.programs.fresh import _run_program
+from mgpu.programs.run import run_program
 
 __all__ = [
     "QueueRun",
-    "draw_queue_memory",
     "queue_memory",
     "resident_mb",
+    "resident_peak_mb",
     "thread_census",
     "thread_count",
 ]
@@ -60,6 +61,17 @@ def resident_mb() -> float:
     return _status_mb("VmRSS")
 
 
+def resident_peak_mb() -> float:
+    """The peak resident memory of this process (``VmHWM`` in ``/proc/self/status``),
+    in MB: since it started, or since a reset by writing ``5`` to
+    ``/proc/self/clear_refs``.
+
+    >>> resident_peak_mb() > 1
+    True
+    """
+    return _status_mb("VmHWM")
+
+
 def _status_mb(field: str) -> float:
     """A memory ``field`` of ``/proc/self/status`` (``VmRSS``, ``VmHWM``, ...), in MB.
 
@@ -81,22 +93,6 @@ def _status_mb(field: str) -> float:
                        "engine chapter on Linux")
 
 
-_CENSUS = r"""
-import json, os, sys
-def count():
-    return len(os.listdir("/proc/self/task"))
-counts = {"start": count()}
-from mgpu.backend import mx
-counts["import"] = count()
-for i in range(int(sys.argv[1])):
-    a = mx.nd.ones((1000, 1000), ctx=mx.cpu(i))
-    # A reduction: MXNet runs it with OpenMP threads when it has several.
-    a.sum().wait_to_read()
-    counts[f"cpu({i})"] = count()
-print("MGPU-RESULT " + json.dumps(counts))
-"""
-
-
 def thread_census(devices: int, env: Mapping[str, str] | None = None,
                   timeout: float = 300) -> dict[str, int]:
     """Threads of a fresh process: at start, after importing MXNet, after using each CPU
@@ -112,8 +108,10 @@ def thread_census(devices: int, env: Mapping[str, str] | None = None,
     >>> list(counts), counts["cpu(1)"] > counts["cpu(0)"] > counts["import"]
     (['start', 'import', 'cpu(0)', 'cpu(1)'], True)
     """
+    from mgpu.checks import positive_int  # (it imports MXNet)
+
     devices = positive_int("devices", devices)
-    return _run_program(_CENSUS, [str(devices)], env or {}, "thread_census", timeout)
+    return run_program("thread_census", env=env, timeout=timeout, devices=devices)[-1]
 
 
 @dataclass(frozen=True)
@@ -140,49 +138,6 @@ class QueueRun:
         5.0
         """
         return self.peak_mb - self.start_mb
-
-
-_QUEUE = r"""
-import json, sys, threading, time
-from mgpu.backend import mx
-from mgpu.probes.engine import _status_mb, resident_mb
-wait, steps, n = sys.argv[1] == "wait", int(sys.argv[2]), int(sys.argv[3])
-w = mx.nd.ones((n, n // 4), ctx=mx.cpu(0)) / n
-mx.nd.dot(mx.nd.ones((n, n)), w).wait_to_read()  # warm up
-samples, done = [], threading.Event()
-def sample(t0):
-    while not done.is_set():
-        samples.append((time.perf_counter() - t0, resident_mb()))
-        time.sleep(0.005)
-start_mb = resident_mb()
-# Reset the peak (VmHWM) to the current resident memory, so that it covers the loop
-# only: ru_maxrss keeps the peak carried over by exec, here the parent process's.
-try:
-    with open("/proc/self/clear_refs", "w") as clear_refs:
-        clear_refs.write("5")
-except OSError as e:
-    sys.exit("queue_memory needs Linux 4.0 or later: resetting the peak memory (VmHWM) "
-             f"by writing 5 to /proc/self/clear_refs failed: {e}")
-t0 = time.perf_counter()
-sampler = threading.Thread(target=sample, args=(t0,))
-sampler.start()
-for i in range(steps):
-    batch = mx.nd.empty((n, n), ctx=mx.cpu(0))  # allocated now, by the frontend
-    batch[:] = i                                # filled later, by the engine
-    out = mx.nd.dot(batch, w).sum()
-    if wait:
-        out.wait_to_read()
-push_s = time.perf_counter() - t0
-mx.nd.waitall()
-finish_s = time.perf_counter() - t0
-time.sleep(0.05)
-done.set()
-sampler.join()
-peak_mb = _status_mb("VmHWM")
-print("MGPU-RESULT " + json.dumps(dict(push_s=push_s, finish_s=finish_s,
-                                       start_mb=start_mb, peak_mb=peak_mb,
-                                       samples=samples)))
-"""
 
 
 def queue_memory(wait: bool, steps: int = 40, size: int = 1024,
@@ -212,56 +167,15 @@ def queue_memory(wait: bool, steps: int = 40, size: int = 1024,
     >>> run.steps, run.finish_s >= run.push_s, run.peak_mb >= run.start_mb
     (3, True, True)
     """
+    from mgpu.checks import positive_int  # (it imports MXNet)
+
     if not isinstance(wait, bool):
         raise TypeError(f"wait must be True or False, got {wait!r}")
     steps = positive_int("steps", steps)
     size = positive_int("size", size, minimum=4)
     env = {"MALLOC_MMAP_THRESHOLD_": "131072", **(env or {})}
-    r = _run_program(_QUEUE, ["wait" if wait else "nowait", str(steps), str(size)], env,
-                     "queue_memory", timeout)
+    r = run_program("queue_memory", env=env, timeout=timeout, wait=wait, steps=steps,
+                    size=size)[-1]
     return QueueRun(wait, steps, size * size * 4 / 1e6, r["push_s"], r["finish_s"],
                     r["start_mb"], r["peak_mb"], [tuple(s) for s in r["samples"]])
 
-
-#: The words of :func:`draw_queue_memory`, per language.
-QUEUE_LABELS = {
-    "en": {"time": "seconds", "memory": "resident memory above the start (MB)",
-           "wait": "waits every step", "nowait": "never waits",
-           "pushed": "Python done pushing"},
-    "zh": {"time": "秒", "memory": "常驻内存相对起点的增量（MB）",
-           "wait": "每步都等待", "nowait": "从不等待", "pushed": "Python 推送完毕"},
-}
-
-
-def draw_queue_memory(runs: Sequence[QueueRun], lang: str = "en", title: str = ""):
-    """The resident memory of :func:`queue_memory` runs over time, one line per run,
-    with a dotted line where Python had pushed its last step.
-
-    >>> run = QueueRun(False, 2, 4.0, 0.1, 1.0, 100.0, 108.0,
-    ...                [(0.0, 100.0), (0.5, 108.0)])
-    >>> fig = draw_queue_memory([run])
-    >>> len(fig.axes[0].lines)  # the run, its marker, the legend's
-    3
-    """
-    from mgpu.book.diagrams import cjk_font
-    from mgpu.book.plot import figure
-
-    if lang not in QUEUE_LABELS:
-        raise ValueError(f"lang must be one of {sorted(QUEUE_LABELS)}, got {lang!r}")
-    words = QUEUE_LABELS[lang]
-    family = [cjk_font(), "DejaVu Sans"] if lang == "zh" else ["DejaVu Sans"]
-    fig = figure(7, 3.2)
-    ax = fig.subplots()
-    for run in runs:
-        t = [s[0] for s in run.samples]
-        mb = [s[1] - run.start_mb for s in run.samples]
-        (line,) = ax.plot(t, mb, label=words["wait" if run.wait else "nowait"])
-        ax.axvline(run.push_s, color=line.get_color(), ls=":", lw=1)
-    ax.set_xlabel(words["time"], fontfamily=family)
-    ax.set_ylabel(words["memory"], fontfamily=family)
-    ax.plot([], [], color="gray", ls=":", lw=1, label=words["pushed"])
-    ax.legend(prop={"family": family, "size": 8})
-    ax.grid(alpha=0.3)
-    if title:
-        ax.set_title(title, fontfamily=family, fontsize=9)
-    return fig

@@ -4,36 +4,21 @@ starts.
 ``MXNET_OMP_MAX_THREADS`` (OpenMP threads per CPU device's worker) and
 ``MXNET_CPU_TEMP_COPY`` (the CPU devices' shared scratch buffers) take effect only in a
 process whose MXNet engine has not started yet. A chapter that compares such settings
-side by side runs each in a fresh process with :func:`train_fresh`.
+side by side runs each in a fresh process with :func:`train_fresh`, which runs the
+program :func:`train_and_report` there (``python -m mgpu train_fresh``).
 """
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Mapping
 
-__all__ = ["MODELS", "train_fresh"]
+from mgpu.programs.report import report
+from mgpu.programs.run import run_program
+
+__all__ = ["MODELS", "train_and_report", "train_fresh"]
 
 #: The models :func:`train_fresh` can build, by name.
 MODELS = ("lenet_forward", "LeNet", "resnet18_28")
-
-_PROGRAM = r"""
-import json, sys
-import mgpu
-spec = json.loads(sys.argv[1])
-model, width = spec.pop("model"), spec.pop("width")
-data = mgpu.load_fashion_mnist(subset=spec.pop("subset"),
-                               test_subset=spec.pop("test_subset"))
-net = {"lenet_forward": lambda: mgpu.lenet_forward, "LeNet": mgpu.LeNet,
-       "resnet18_28": lambda: mgpu.resnet18_28(width=width)}[model]()
-devices = [mgpu.mx.cpu(i) for i in range(spec.pop("devices"))]
-hist = mgpu.train(net, data, devices, verbose=False, progress=False, **spec)
-print("MGPU-RESULT " + json.dumps({**hist.summary(), "images_per_sec_per_epoch":
-      hist.images_per_sec, "test_acc_per_epoch": hist.test_acc}))
-"""
 
 
 def train_fresh(
@@ -62,33 +47,29 @@ def train_fresh(
     """
     if model not in MODELS:
         raise ValueError(f"model={model!r} is not one of {', '.join(MODELS)}")
-    spec = {"model": model, "width": width, "subset": subset,
-            "test_subset": test_subset, "devices": devices, **train_kwargs}
-    return _run_program(_PROGRAM, [json.dumps(spec)], env, "training", timeout)
+    return run_program("train_fresh", env=env, timeout=timeout, model=model,
+                       devices=devices, subset=subset, test_subset=test_subset,
+                       width=width, **train_kwargs)[-1]
 
 
-def _run_program(program: str, args: list[str], env: Mapping[str, str], what: str,
-                 timeout: float) -> dict:
-    """Run ``program`` in a fresh Python with ``env`` added; return its ``MGPU-RESULT``
-    line.
+def train_and_report(model: str, devices: int, subset: int | None = None,
+                     test_subset: int | None = None, width: int = 64,
+                     **train_kwargs: object) -> None:
+    """Program: train ``model`` (one of :data:`MODELS`) on ``devices`` CPU devices with
+    :func:`mgpu.loop.train`; report :meth:`mgpu.loop.History.summary` with the
+    per-epoch throughput and test accuracy.
 
-    ``what`` names the work in the error raised when the program prints no result.
-
-    >>> _run_program('import json; print("MGPU-RESULT " + json.dumps({"x": 1}))', [],
-    ...              {}, "printing", 60)
-    {'x': 1}
+    The arguments are :func:`train_fresh`'s, which runs this in a fresh process.
     """
-    bad = {k: v for k, v in env.items() if not isinstance(v, str)}
-    if bad:
-        raise TypeError("env values must be str (environment variables hold text), "
-                        f"got {bad}")
-    done = subprocess.run([sys.executable, "-c", program, *args],
-                          env={**os.environ, **env}, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
-    for line in done.stdout.splitlines():
-        if line.startswith("MGPU-RESULT "):
-            return json.loads(line[len("MGPU-RESULT "):])
-    lines = done.stderr.strip().splitlines() or ["(no output)"]
-    raise RuntimeError(f"{what} in a fresh process failed (exit code "
-                       f"{done.returncode}): {lines[-1]}\nThe end of its stderr:\n"
-                       + "\n".join(lines[-15:]))
+    from mgpu.backend import mx
+    from mgpu.data import load_fashion_mnist
+    from mgpu.loop import train
+    from mgpu.models import LeNet, lenet_forward, resnet18_28
+
+    data = load_fashion_mnist(subset=subset, test_subset=test_subset)
+    net = {"lenet_forward": lambda: lenet_forward, "LeNet": LeNet,
+           "resnet18_28": lambda: resnet18_28(width=width)}[model]()
+    hist = train(net, data, [mx.cpu(i) for i in range(devices)], verbose=False,
+                 progress=False, **train_kwargs)
+    report(**hist.summary(), images_per_sec_per_epoch=hist.images_per_sec,
+           test_acc_per_epoch=hist.test_acc)

@@ -11,34 +11,34 @@ to its neighbour on a ring. ``horovodrun`` starts the ranks (on remote hosts ove
   the *global* batch.
 - ``allreduce_demo`` and ``train_demo`` are the book's worker programs: each rank prints
   one JSON line per result. Run them with ``horovodrun ... python -m mgpu hvd_train`` or
-  from Python with :func:`run_horovod`.
-- :func:`run_horovod` runs ``horovodrun`` on loopback in a subprocess, with a time
-  limit, and records every process the job started so that a caller can check none is
-  left running.
-- :func:`rank_failure` kills (or freezes) one rank of such a job and reports what the
-  other ranks did and when: a :class:`RankFailure`.
+  from Python with :func:`mgpu.cluster.horovodrun.run_horovod`.
+- :func:`rank_failure` kills (or freezes) one rank of an ``allreduce_demo`` job and
+  reports what the other ranks did and when: a :class:`RankFailure`.
 
 Horovod is imported on first use: :func:`train_horovod` and the worker programs need it
-installed (built against MXNet, with Gloo), :func:`run_horovod` needs its
+installed (built against MXNet, with Gloo), :func:`rank_failure` needs its
 ``horovodrun``.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mgpu.cluster.local import descendants
+from mgpu.cluster.horovodrun import (
+    INSTALL_HINT,
+    HorovodError,
+    HorovodResult,
+    run_horovod,
+)
+from mgpu.programs.report import report
 
 if TYPE_CHECKING:  # pragma: no cover
     from mxnet import gluon
@@ -49,20 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
 # The worker programs allreduce_demo and train_demo are used through this module
 # (mgpu.programs.horovod.*) or `python -m mgpu`: mgpu.train_demo is the parameter-server
 # one.
-__all__ = ["HorovodError", "HorovodResult", "RankFailure", "horovod_available",
-           "rank_failure", "run_horovod", "train_horovod"]
-
-#: How to get Horovod for this package: it is compiled against the installed MXNet.
-INSTALL_HINT = (
-    "Horovod is not installed in this Python environment (or was built without "
-    "MXNet). The project's sessions build it: `nox -s tests` or `nox -s docs`. By "
-    "hand, in a venv that has mxnet==1.9.1 and numpy<1.24, with g++, make and cmake "
-    "installed:\n"
-    "    HOROVOD_WITH_MXNET=1 HOROVOD_WITH_GLOO=1 HOROVOD_WITHOUT_MPI=1 "
-    "HOROVOD_WITHOUT_TENSORFLOW=1 HOROVOD_WITHOUT_PYTORCH=1 "
-    "HOROVOD_CPU_OPERATIONS=gloo \\\n"
-    "    pip install --no-build-isolation horovod==0.28.1"
-)
+__all__ = ["RankFailure", "rank_failure", "train_horovod"]
 
 
 def _hvd():
@@ -75,22 +62,6 @@ def _hvd():
     if not hvd.is_initialized():
         hvd.init()
     return hvd
-
-
-def horovod_available() -> bool:
-    """Whether ``horovod.mxnet`` imports here (checked in a fresh process, which it
-    initialises).
-
-    Importing Horovod's MXNet module loads its compiled library; the check runs in a
-    subprocess so that the caller's process stays free of it.
-    """
-    probe = subprocess.run([sys.executable, "-c", "import horovod.mxnet"],
-                           capture_output=True)
-    return probe.returncode == 0
-
-
-def _report(**fields) -> None:
-    print(json.dumps(fields), flush=True)
 
 
 def train_horovod(
@@ -121,14 +92,14 @@ def train_horovod(
     """
     from mgpu.backend import mx
     from mgpu.checks import positive_int, positive_number
-    from mgpu.data import iter_batches
     from mgpu.loop import (
         History,
-        _check_data,
-        _initialise,
-        _num_outputs,
-        _run_epoch,
+        check_data,
+        epoch_batches,
         evaluate_accuracy,
+        initialise,
+        num_outputs,
+        train_epochs,
         worker_shard,
     )
     from mgpu.step import gluon_step
@@ -140,15 +111,15 @@ def train_horovod(
     num_epochs = positive_int("num_epochs", num_epochs)
     batch_size = positive_int("batch_size", batch_size)
     lr = positive_number("lr", lr, "use a learning rate such as 0.1")
-    _check_data(data)
+    check_data(data)
     rank, size = hvd.rank(), hvd.size()
     images, labels = worker_shard(data.train_images, data.train_labels, batch_size,
                                   size, rank)
     local_batch = batch_size // size
     devices = [device if device is not None else mx.cpu()]
-    _initialise(net, devices, seed + rank)  # differs between ranks until the broadcast
+    initialise(net, devices, seed + rank)  # differs between ranks until the broadcast
     net.hybridize()
-    _num_outputs(net, images, devices[0], None)  # a forward pass: every shape is known
+    num_outputs(net, images, devices[0])  # a forward pass: every shape is known
     hvd.broadcast_parameters(net.collect_params(), root_rank=0)
     trainer = hvd.DistributedTrainer(net.collect_params(), optimizer,
                                      {"learning_rate": lr})
@@ -158,19 +129,13 @@ def train_horovod(
     hist = History(devices=[str(d) for d in devices], batch_size=batch_size, lr=lr,
                    model=type(net).__name__,
                    reduction=f"Horovod allreduce over {size} ranks")
-    for epoch in range(num_epochs):
-        # worker_shard cut the shard to whole batches: every rank runs the same number
-        # of steps
-        batches = iter_batches(images, labels, local_batch, shuffle=True,
-                               seed=seed + epoch)
-        loss, correct, seen, elapsed = _run_epoch(
-            step, batches, devices, False, len(labels) // local_batch, epoch + 1, lr)
-        hist._add_epoch(loss, correct, seen, elapsed, evaluate_accuracy(
-            net, data.test_images, data.test_labels, devices, eval_batch_size))
-        if verbose:
-            print(f"rank {rank} of {size}: " + hist.report(epoch + 1, num_epochs),
-                  flush=True)
-    return hist
+    # worker_shard cut the shard to whole batches: every rank runs the same number of
+    # steps
+    return train_epochs(
+        step, epoch_batches(images, labels, local_batch, seed), devices, hist,
+        num_epochs, lambda: evaluate_accuracy(net, data.test_images, data.test_labels,
+                                              devices, eval_batch_size),
+        verbose=verbose, prefix=f"rank {rank} of {size}: ")
 
 
 #: what ``allreduce_demo``'s rank ``kill_rank`` does before its second round, and
@@ -217,7 +182,7 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
     rank = hvd.rank()
     for step in range(rounds):
         if step == 1 and rank == kill_rank:
-            _report(rank=rank, event=STRUCK[how], pid=os.getpid(), time=time.time())
+            report(rank=rank, event=STRUCK[how], pid=os.getpid(), time=time.time())
             if how == "sleep":
                 time.sleep(sleep)
             else:
@@ -227,11 +192,11 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
             summed = hvd.allreduce(mx.nd.ones(tuple(shape)) * (rank + 1),
                                    average=False, name=f"demo{step}").asnumpy()
         except Exception as err:
-            _report(rank=rank, event="allreduce failed", pid=os.getpid(),
-                    time=time.time(), error=str(err).strip().splitlines()[0])
+            report(rank=rank, event="allreduce failed", pid=os.getpid(),
+                   time=time.time(), error=str(err).strip().splitlines()[0])
             raise
-        _report(rank=rank, size=hvd.size(), round=step, pid=os.getpid(), sent=rank + 1,
-                received=summed.tolist(), time=time.time())
+        report(rank=rank, size=hvd.size(), round=step, pid=os.getpid(), sent=rank + 1,
+               received=summed.tolist(), time=time.time())
 
 
 def _keep(options: list[str]) -> None:
@@ -282,8 +247,8 @@ def allreduce_timing(rounds: int = 5, width: int = 64) -> None:
             hvd.allreduce_(g, average=False, name=f"timing{r}.{i}")
         mx.nd.waitall()
         times.append((time.perf_counter() - start) * 1e3)
-    _report(rank=hvd.rank(), size=hvd.size(), pid=os.getpid(), tensors=len(grads),
-            numbers=sum(g.size for g in grads), ms=times[1:])
+    report(rank=hvd.rank(), size=hvd.size(), pid=os.getpid(), tensors=len(grads),
+           numbers=sum(g.size for g in grads), ms=times[1:])
 
 
 def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
@@ -306,156 +271,10 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
                          seed=seed, verbose=False)
     # This rank's examples per epoch.
     examples = round(hist.images_per_sec[-1] * hist.epoch_time[-1])
-    _report(rank=hvd.rank(), num_workers=hvd.size(), pid=os.getpid(), examples=examples,
-            batch_size=hist.batch_size, test_acc=hist.test_acc[-1],
-            train_acc=hist.train_acc[-1], loss=hist.loss[-1],
-            epoch_time=hist.epoch_time, checksum=params_checksum(net))
-
-
-# --- running horovodrun
-# ------------------------------------------------------------------------
-
-
-class HorovodError(RuntimeError):
-    """``horovodrun`` failed or ran out of time; ``result`` holds what it printed."""
-
-    def __init__(self, message: str, result: HorovodResult):
-        super().__init__(message)
-        self.result = result
-
-
-@dataclass
-class HorovodResult:
-    """What one :func:`run_horovod` job did."""
-
-    command: list[str]  #: the ``horovodrun`` command line
-    #: ``horovodrun``'s exit status, or ``None`` if stopped at the timeout
-    returncode: int | None
-    stdout: str
-    stderr: str
-    elapsed: float  #: seconds from the start of ``horovodrun`` to its exit
-    ended: float  #: ``time.time()`` when ``horovodrun`` exited (or was stopped)
-    #: every process of the job that was seen
-    pids: list[int] = field(default_factory=list)
-    #: still alive after horovodrun exited
-    left_running: list[int] = field(default_factory=list)
-
-    def reports(self) -> list[dict]:
-        """Every JSON object the ranks printed (``horovodrun`` prefixes lines with
-        ``[rank]``)."""
-        found = []
-        for line in self.stdout.splitlines():
-            line = line.strip()
-            if line.startswith("[") and "]<stdout>:" in line:
-                line = line.split("]<stdout>:", 1)[1].strip()
-            if line.startswith("{"):
-                with contextlib.suppress(ValueError):
-                    found.append(json.loads(line))
-        return found
-
-    def error_line(self) -> str:
-        """The first line of the error ``horovodrun`` reported (empty if none)."""
-        for line in (self.stderr + "\n" + self.stdout).splitlines():
-            text = line.strip()
-            if text.startswith(("RuntimeError:", "horovodrun: error", "ValueError:")):
-                return text
-        return ""
-
-
-def horovodrun_path() -> str:
-    """The ``horovodrun`` beside this Python (its venv), else the one on ``PATH``."""
-    beside = Path(sys.executable).parent / "horovodrun"
-    found = str(beside) if beside.is_file() else shutil.which("horovodrun")
-    if not found:
-        raise ImportError(f"horovodrun not found.\n{INSTALL_HINT}")
-    return found
-
-
-def run_horovod(
-    program: Sequence[str],
-    np: int = 2,
-    hosts: str | None = None,
-    *,
-    timeout: float = 120.0,
-    env: Mapping[str, str] | None = None,
-    check: bool = True,
-    cwd: str | os.PathLike | None = None,
-) -> HorovodResult:
-    """Run ``horovodrun -np NP -H HOSTS --gloo --network-interface lo PROGRAM`` on
-    loopback.
-
-    ``program`` is the command every rank runs, e.g.
-    ``[sys.executable, "-m", "mgpu", "hvd_train"]``; ``hosts`` is horovodrun's ``-H``
-    (default ``localhost:NP``: every rank on this machine). While the job runs, every
-    process it starts (``horovodrun``'s helpers and the ranks) is recorded in ``pids``;
-    ``left_running`` lists those still alive a few seconds after ``horovodrun`` exited
-    (it should be empty). After ``timeout`` seconds the job is killed. With ``check`` a
-    failed or timed-out job raises :class:`HorovodError`, whose first line says how it
-    ended and whose ``result`` holds the output. Nothing is left running on return.
-    """
-    if isinstance(program, str):
-        raise TypeError("program must be a list of arguments, e.g. [sys.executable, "
-                        "'-m', 'mgpu', 'hvd_allreduce'], not a str")
-    command = [horovodrun_path(), "-np", str(int(np)), "-H",
-               hosts or f"localhost:{int(np)}", "--gloo", "--network-interface", "lo",
-               *map(str, program)]
-    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
-    seen: set[int] = set()
-    with open(os.devnull, "rb") as devnull, \
-            _tempfile() as out, _tempfile() as err:
-        start = time.perf_counter()
-        proc = subprocess.Popen(command, stdin=devnull, stdout=out, stderr=err,
-                                env=full_env, cwd=cwd, start_new_session=True)
-        seen.add(proc.pid)
-        timed_out = False
-        while proc.poll() is None:
-            seen |= descendants(proc.pid)
-            if time.perf_counter() - start > timeout:
-                timed_out = True
-                _kill(seen)
-                proc.wait()
-                break
-            time.sleep(0.05)
-        elapsed = time.perf_counter() - start
-        ended = time.time()
-        # What horovodrun leaves behind: give the ranks a moment to exit, then record
-        # the rest.
-        from mgpu.cluster.local import running
-
-        grace = time.perf_counter() + 5.0
-        while running(sorted(seen)) and time.perf_counter() < grace:
-            time.sleep(0.05)
-        left = running(sorted(seen))
-        _kill(set(left))
-        out.seek(0)
-        err.seek(0)
-        result = HorovodResult(command, None if timed_out else proc.returncode,
-                               out.read().decode(errors="replace"),
-                               err.read().decode(errors="replace"), elapsed, ended,
-                               sorted(seen), left)
-    if check and (timed_out or result.returncode != 0):
-        how = (f"did not finish within {timeout:g} s and was killed" if timed_out
-               else f"exited with code {result.returncode} after {elapsed:.1f} s")
-        detail = result.error_line() or _last_lines(result.stderr)
-        raise HorovodError(f"horovodrun {how}: {detail}", result)
-    return result
-
-
-def _tempfile():
-    import tempfile
-
-    return tempfile.TemporaryFile()
-
-
-def _kill(pids: set[int]) -> None:
-    for pid in pids:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, signal.SIGKILL)
-
-
-def _last_lines(text: str, n: int = 3) -> str:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    return " / ".join(lines[-n:]) if lines else "(no output on stderr)"
+    report(rank=hvd.rank(), num_workers=hvd.size(), pid=os.getpid(), examples=examples,
+           batch_size=hist.batch_size, test_acc=hist.test_acc[-1],
+           train_acc=hist.train_acc[-1], loss=hist.loss[-1],
+           epoch_time=hist.epoch_time, checksum=params_checksum(net))
 
 
 # --- a rank that dies
@@ -577,8 +396,7 @@ def rank_failure(
     struck = [r["time"] for r in reports if r.get("event") == STRUCK[how]]
     if not struck:
         raise HorovodError(f"rank {victim} never reached its second round: "
-                           f"{result.error_line() or _last_lines(result.stderr)}",
-                           result)
+                           f"{result.why()}", result)
     failed = {r["rank"]: r["time"] - struck[0] for r in reports
               if r.get("event") == "allreduce failed"}
     codes = {int(rank): int(code) for rank, code in re.findall(

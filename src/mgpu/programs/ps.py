@@ -12,21 +12,18 @@ result.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import signal
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
+
+from mgpu.programs.report import report
 
 if TYPE_CHECKING:  # pragma: no cover
     from mxnet import gluon
 
 __all__ = ["params_checksum", "push_pull_demo", "push_pull_timing", "replay_workers",
            "train_demo"]
-
-
-def _report(**fields) -> None:
-    print(json.dumps(fields), flush=True)
 
 
 def push_pull_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
@@ -50,12 +47,12 @@ def push_pull_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
     out = mx.nd.zeros(shape)
     for step in range(rounds + (kv.rank == extra_round_rank)):
         if step == 1 and kv.rank == kill_rank:
-            _report(rank=kv.rank, event="killing myself", pid=os.getpid())
+            report(rank=kv.rank, event="killing myself", pid=os.getpid())
             os.kill(os.getpid(), signal.SIGKILL)
         kv.push(0, mx.nd.ones(shape) * (kv.rank + 1))
         kv.pull(0, out=out)
-        _report(rank=kv.rank, num_workers=kv.num_workers, round=step,
-                pushed=kv.rank + 1, pulled=out.asnumpy().tolist())
+        report(rank=kv.rank, num_workers=kv.num_workers, round=step,
+               pushed=kv.rank + 1, pulled=out.asnumpy().tolist())
 
 
 def params_checksum(net: gluon.Block) -> str:
@@ -70,7 +67,9 @@ def params_checksum(net: gluon.Block) -> str:
     True
     """
     h = hashlib.sha256()
-    for _, p in sorted(net.collect_params().items()):
+    # In the order the block registered them: the names carry global layer counters
+    # ("conv9", "conv10"), so sorting them could pair different layers of two nets.
+    for p in net.collect_params().values():
         h.update(p.data().asnumpy().tobytes())
     return h.hexdigest()[:16]
 
@@ -101,10 +100,10 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
                  progress=False)
     # This worker's examples per epoch.
     examples = round(hist.images_per_sec[-1] * hist.epoch_time[-1])
-    _report(rank=kv.rank, num_workers=kv.num_workers, examples=examples,
-            batch_size=hist.batch_size, test_acc=hist.test_acc[-1],
-            train_acc=hist.train_acc[-1], loss=hist.loss[-1],
-            epoch_time=hist.epoch_time, checksum=params_checksum(net))
+    report(rank=kv.rank, num_workers=kv.num_workers, examples=examples,
+           batch_size=hist.batch_size, test_acc=hist.test_acc[-1],
+           train_acc=hist.train_acc[-1], loss=hist.loss[-1],
+           epoch_time=hist.epoch_time, checksum=params_checksum(net))
 
 
 def replay_workers(num_workers: int = 1, subset: int = 2048, test_subset: int = 500,
@@ -129,8 +128,15 @@ def replay_workers(num_workers: int = 1, subset: int = 2048, test_subset: int = 
 
     from mgpu.backend import mx
     from mgpu.checks import positive_int
-    from mgpu.data import iter_batches, load_fashion_mnist
-    from mgpu.loop import _initialise, evaluate_accuracy, worker_shard
+    from mgpu.data import load_fashion_mnist
+    from mgpu.loop import (
+        History,
+        epoch_batches,
+        evaluate_accuracy,
+        initialise,
+        train_epochs,
+        worker_shard,
+    )
     from mgpu.models import LeNet
     from mgpu.step import gluon_step
 
@@ -140,22 +146,27 @@ def replay_workers(num_workers: int = 1, subset: int = 2048, test_subset: int = 
                            num_workers, rank) for rank in range(num_workers)]
     devices = [mx.cpu(rank) for rank in range(num_workers)]
     net = LeNet()
-    _initialise(net, devices, seed)  # the initial weights of mgpu.train
+    initialise(net, devices, seed)  # the initial weights of mgpu.train
     net.hybridize()
     trainer = mx.gluon.Trainer(net.collect_params(), "sgd", {"learning_rate": lr},
                                kvstore=None)
     step = gluon_step(net, trainer, devices)  # sum the gradients, one update
     order_seed = seed if order_seed is None else order_seed
-    for epoch in range(num_epochs):
+    workers = [epoch_batches(X, y, batch_size // num_workers, order_seed)
+               for X, y in shards]
+
+    def batches(epoch: int):
         # Worker r's local batch t is the r-th slice of global batch t, as split over
         # the devices.
-        local = [iter_batches(X, y, batch_size // num_workers, shuffle=True,
-                              seed=order_seed + epoch) for X, y in shards]
-        for parts in zip(*local):
-            step(np.concatenate([X for X, _ in parts]),
-                 np.concatenate([y for _, y in parts]))
-    accuracy = evaluate_accuracy(net, data.test_images, data.test_labels, devices[:1])
-    return accuracy, params_checksum(net)
+        for parts in zip(*(worker(epoch) for worker in workers)):
+            yield (np.concatenate([X for X, _ in parts]),
+                   np.concatenate([y for _, y in parts]))
+
+    hist = History(devices=[str(d) for d in devices], batch_size=batch_size, lr=lr,
+                   model=type(net).__name__, reduction="dist_sync, replayed")
+    train_epochs(step, batches, devices, hist, num_epochs, lambda: evaluate_accuracy(
+        net, data.test_images, data.test_labels, devices[:1]))
+    return hist.test_acc[-1], params_checksum(net)
 
 
 def push_pull_timing(rounds: int = 5, width: int = 64) -> None:
@@ -183,5 +194,5 @@ def push_pull_timing(rounds: int = 5, width: int = 64) -> None:
         kv.pull(keys, out=grads)
         mx.nd.waitall()
         times.append((time.perf_counter() - start) * 1e3)
-    _report(rank=kv.rank, num_workers=kv.num_workers, tensors=len(grads),
-            numbers=sum(g.size for g in grads), ms=times[1:])
+    report(rank=kv.rank, num_workers=kv.num_workers, tensors=len(grads),
+           numbers=sum(g.size for g in grads), ms=times[1:])

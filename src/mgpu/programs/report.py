@@ -28,8 +28,8 @@ def report(**fields: object) -> None:
 def read_reports(text: str) -> list[dict]:
     """Every JSON object in ``text``, in order; other output is skipped.
 
-    Objects may share a line (several writers on one stdout), and ``horovodrun`` prefixes
-    each line of a rank with ``[rank]<stdout>:``.
+    Objects may share a line (several writers on one stdout), and ``horovodrun``
+    prefixes each line of a rank with ``[rank]<stdout>:``.
 
     >>> read_reports('hello\\n[1]<stdout>:{"rank": 1}\\n{"a": 1}{"b": [2]}\\n{oops}\\n')
     [{'rank': 1}, {'a': 1}, {'b': [2]}]
