@@ -9,8 +9,10 @@ import os
 # other, so CPU "devices" take turns instead of running side by side (the benchmarks
 # measured about 1.0x on 2 devices with 4 buffers and 2.0x with 64, for LeNet on 2
 # cores). More buffers cost some memory (about +0.4 GB at 64 in that benchmark). MXNet
-# reads the variable once, when it starts, so it is set here, before the import; a value
-# set by the user wins.
+# reads the variable once, when its resource manager is created (ResourceManager::Get in
+# src/resource.cc, at the first operator that needs temp space); it is set here, before
+# MXNet is imported, so that it is in place before any operator runs. A value set by the
+# user wins.
 os.environ.setdefault("MXNET_CPU_TEMP_COPY", "64")
 
 try:

@@ -39,7 +39,7 @@ FILES = {
     "test_labels": "t10k-labels-idx1-ubyte",
 }
 NAME = "fashion-mnist"
-#: Fashion-MNIST's classes: its labels are 0 .. 9.
+#: The number of Fashion-MNIST's classes (its labels are 0 .. 9).
 NUM_CLASSES = 10
 DEBIAN_PACKAGE = "dataset-fashion-mnist"
 _IDX_DTYPES = {0x08: np.uint8, 0x09: np.int8, 0x0B: ">i2", 0x0C: ">i4", 0x0D: ">f4",

@@ -28,7 +28,7 @@ from mgpu.programs.report import read_reports
 __all__ = ["INSTALL_HINT", "HorovodError", "HorovodResult", "horovod_available",
            "horovodrun_path", "run_horovod"]
 
-#: How to get Horovod for this package: it is compiled against the installed MXNet.
+#: How to get Horovod for this package (it is compiled against the installed MXNet).
 INSTALL_HINT = (
     "Horovod is not installed in this Python environment (or was built without "
     "MXNet). The project's sessions build it: `nox -s tests` or `nox -s docs`. By "
@@ -93,7 +93,7 @@ class HorovodResult:
         return ""
 
     def why(self) -> str:
-        """:meth:`error_line`, or else the last lines of stderr joined by `` / ``.
+        """:meth:`error_line`, or else the last three lines of stderr, joined by "/".
 
         >>> HorovodResult([], 1, "", "one\\ntwo\\n", 0.0, 0.0).why()
         'one / two'

@@ -30,7 +30,7 @@ class Job:
     """What every attempt of one
     :func:`~mgpu.cluster.local.run_local_cluster` call starts, checked."""
 
-    #: what the workers' wrapper runs: ``["script", path, *args]`` or
+    #: what the workers' wrapper runs, ``["script", path, *args]`` or
     #: ``["code", source, *args]``
     argv: list[str]
     num_workers: int

@@ -161,7 +161,8 @@ class ClusterResult:
 
     @property
     def pids(self) -> list[int]:
-        """The PIDs of every process started (check them with :func:`running`)."""
+        """The PIDs of every process started (check them with
+        :func:`~mgpu.cluster.processes.running`)."""
         return [p.pid for p in self.processes]
 
     def reports(self) -> list[dict]:
@@ -292,8 +293,8 @@ class _Deadline(Exception):
 
 
 def watch(procs: list[Node], deadline: float) -> None:
-    """Wait for the workers; raise :class:`_Failed` or :class:`_Deadline` if they do not
-    finish."""
+    """Wait for the workers; raise ``_Failed`` or ``_Deadline`` (this module's own
+    exceptions) if they do not finish."""
     workers = [p for p in procs if p.role == "worker"]
     while True:
         failed = [p for p in procs if p.poll() not in (None, 0)]
@@ -443,7 +444,8 @@ def run_local_cluster(
     ``{"OMP_NUM_THREADS": "1"}``); ``ps_verbose=2`` makes ps-lite log its start-up.
 
     ``pick_port`` is what picks the port when ``port`` is not given: a function without
-    arguments, called once per attempt (by default :func:`free_port`).
+    arguments, called once per attempt (by default
+    :func:`~mgpu.cluster.processes.free_port`).
 
     Bad arguments raise ``TypeError`` or ``ValueError`` (a missing script
     ``FileNotFoundError``) with a message that names the argument and says how to fix

@@ -32,7 +32,7 @@ __all__ = [
     "wait_for_exit",
 ]
 
-#: The only address the book's local jobs use: nothing listens on a network interface.
+#: The only address the book's local jobs use (nothing listens on a network interface).
 LOOPBACK = "127.0.0.1"
 #: Seconds between ``SIGTERM`` and ``SIGKILL`` when a job is stopped.
 TERM_GRACE = 3.0

@@ -129,8 +129,8 @@ def train_horovod(
     hist = History(devices=[str(d) for d in devices], batch_size=batch_size, lr=lr,
                    model=type(net).__name__,
                    reduction=f"Horovod allreduce over {size} ranks")
-    # worker_shard cut the shard to whole batches: every rank runs the same number of
-    # steps
+    # worker_shard cut the shard to whole batches: every rank runs the same
+    # number of steps
     return train_epochs(
         step, epoch_batches(images, labels, local_batch, seed), devices, hist,
         num_epochs, lambda: evaluate_accuracy(net, data.test_images, data.test_labels,
@@ -290,7 +290,8 @@ class RankFailure:
     victim: int  #: the rank that was killed, stopped or put to sleep
     hide_exit: bool  #: whether a keeper process hid the victim's exit from horovodrun
     gloo_timeout: int  #: ``HOROVOD_GLOO_TIMEOUT_SECONDS`` given to the ranks
-    result: HorovodResult  #: the whole job, as :func:`run_horovod` saw it
+    #: the whole job, as :func:`~mgpu.cluster.horovodrun.run_horovod` saw it
+    result: HorovodResult
     #: ``time.time()`` when the victim killed or stopped itself, or fell asleep
     struck: float
     #: seconds from ``struck`` to the failure, for each rank whose allreduce failed
@@ -359,7 +360,8 @@ def rank_failure(
     own. A stopped rank never exits, so ``horovodrun`` cannot see it either. A
     sleeping rank sleeps ``sleep`` seconds (three Gloo timeouts unless given), then
     goes on; its Horovod background thread runs all the while. The job
-    runs on loopback through :func:`run_horovod` (``timeout`` seconds at most);
+    runs on loopback through :func:`~mgpu.cluster.horovodrun.run_horovod` (``timeout``
+    seconds at most);
     ``left_running`` lists its processes still alive after ``horovodrun`` exited.
 
     >>> rank_failure("hang")

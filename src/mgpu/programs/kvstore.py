@@ -230,19 +230,20 @@ def train_traffic(threshold: float | None = None, subset: int = 4096,
     kv.set_optimizer(mx.optimizer.SGD(learning_rate=lr, rescale_grad=1.0 / batch_size))
     kv.init(keys, [p.data() for p in params])  # the servers keep rank 0's values
     kv.pull(keys, out=[p.data() for p in params])  # so every worker starts from them
-    images, labels = loop.worker_shard(data.train_images, data.train_labels, batch_size,
-                                  kv.num_workers, kv.rank)
+    images, labels = loop.worker_shard(data.train_images, data.train_labels,
+                                       batch_size, kv.num_workers, kv.rank)
     loss = mx.gluon.loss.SoftmaxCrossEntropyLoss()
 
-    def step(X, y) -> StepResult:  # Trainer.step's work, with push and pull
+    def step(X, y) -> StepResult:  # forward, backward, then Trainer.step's push, pull
         result = forward_backward(net, X, y, devices, loss)
         for i, p in zip(keys, params, strict=True):
             kv.push(i, p.grad(), priority=-i)
             kv.pull(i, out=p.data(), priority=-i)
         return result
 
-    hist = loop.History(devices=[str(d) for d in devices], batch_size=batch_size, lr=lr,
-                   model=type(net).__name__, reduction="dist_sync push and pull")
+    hist = loop.History(devices=[str(d) for d in devices], batch_size=batch_size,
+                        lr=lr, model=type(net).__name__,
+                        reduction="dist_sync push and pull")
     batches = loop.epoch_batches(images, labels, batch_size // kv.num_workers, seed)
     loop.train_epochs(step, batches, devices, hist, num_epochs,
                       lambda: loop.evaluate_accuracy(net, data.test_images,
