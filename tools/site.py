@@ -12,45 +12,56 @@ import re
 import shutil
 from pathlib import Path
 
-__all__ = ["IMAGE_LINK", "STATIC_LINK", "UNLOADED", "prune_images", "publish", "share_static",
-           "site_size"]
+__all__ = ["IMAGE_LINK", "SHARED", "SHARED_LINK", "SOURCE_LINK", "UNLOADED", "prune_images",
+           "prune_sources", "publish", "share_static", "site_size"]
 
 # Files of an edition that no page loads: source maps (only a browser's developer tools ask for
 # them), and the themes' templates; _static/locales (the theme's catalogs) is build-time only.
 UNLOADED = ("*.map", "webpack-macros.html", "sbt-webpack-macros.html")
-STATIC_LINK = re.compile(r'((?:src|href)=")((?:\.\./)*)_static/([^"?#]+)')
+# The folders whose files identical in two editions are published once: the theme, MathJax and
+# fonts (_static), and the source archive and its README (_downloads; the notebooks differ).
+SHARED = ("_static", "_downloads")
+SHARED_LINK = re.compile(r'((?:src|href)=")((?:\.\./)*)(_static|_downloads)/([^"?#]+)')
 IMAGE_LINK = re.compile(r'_images/([^"\'?#]+)')
+SOURCE_LINK = re.compile(r'_sources/([^"\'?#]+)')
 
 
 def share_static(site: Path, base: str, edition: str) -> int:
-    """Let ``edition``'s pages load the static files identical to ``base``'s from ``base``.
+    """Let ``edition``'s pages load the files of :data:`SHARED` folders that are identical to
+    ``base``'s from ``base``.
 
     The editions are published side by side, and most of ``_static`` (the theme, MathJax,
-    fonts) is the same in both: ``edition`` keeps only the files of its own (its language
-    data, search stemmer, options), and its pages' ``src``/``href`` to the others point to
-    ``../<base>/_static/``. Returns the bytes saved.
+    fonts) and the source archive in ``_downloads`` are the same in both: ``edition`` keeps
+    only the files of its own (its language data, search stemmer, options, its notebooks),
+    and its pages' ``src``/``href`` to the others point to ``../<base>/<folder>/``. Returns
+    the bytes saved.
     """
-    ours, theirs = site / edition / "_static", site / base / "_static"
-    shared = {f.relative_to(ours).as_posix() for f in ours.rglob("*") if f.is_file()
-              and (theirs / f.relative_to(ours)).is_file()
-              and filecmp.cmp(f, theirs / f.relative_to(ours), shallow=False)}
+    shared = set()
+    for folder in SHARED:
+        ours, theirs = site / edition / folder, site / base / folder
+        shared |= {f"{folder}/{f.relative_to(ours).as_posix()}" for f in ours.rglob("*")
+                   if f.is_file() and (theirs / f.relative_to(ours)).is_file()
+                   and filecmp.cmp(f, theirs / f.relative_to(ours), shallow=False)}
     for page in (site / edition).rglob("*.html"):
         depth = len(page.relative_to(site / edition).parts) - 1
 
         def point(m: re.Match, depth: int = depth) -> str:
-            if len(m.group(2)) // 3 != depth or m.group(3) not in shared:
+            name = f"{m.group(3)}/{m.group(4)}"
+            if len(m.group(2)) // 3 != depth or name not in shared:
                 return m.group(0)
-            return f"{m.group(1)}{'../' * (depth + 1)}{base}/_static/{m.group(3)}"
+            return f"{m.group(1)}{'../' * (depth + 1)}{base}/{name}"
 
         text = page.read_text("utf-8")
-        page.write_text(STATIC_LINK.sub(point, text), "utf-8")
+        page.write_text(SHARED_LINK.sub(point, text), "utf-8")
     saved = 0
     for name in shared:
-        saved += (ours / name).stat().st_size
-        (ours / name).unlink()
-    for folder in sorted((d for d in ours.rglob("*") if d.is_dir()), reverse=True):
-        if not any(folder.iterdir()):
-            folder.rmdir()
+        saved += (site / edition / name).stat().st_size
+        (site / edition / name).unlink()
+    for folder in SHARED:
+        for empty in sorted((d for d in (site / edition / folder).rglob("*") if d.is_dir()),
+                            reverse=True):
+            if not any(empty.iterdir()):
+                empty.rmdir()
     return saved
 
 
@@ -65,6 +76,19 @@ def prune_images(edition: Path) -> None:
     for image in (edition / "_images").glob("*"):
         if image.is_file() and image.name not in shown:
             image.unlink()
+
+
+def prune_sources(edition: Path) -> None:
+    """Delete the files of ``edition/_sources`` that no page links to (the notebooks stay).
+
+    A build directory keeps what earlier builds wrote there, such as pages' MyST sources
+    from before ``html_copy_source = False``: they must not be published.
+    """
+    linked = {name for page in edition.rglob("*.html")
+              for name in SOURCE_LINK.findall(page.read_text("utf-8"))}
+    for source in (edition / "_sources").rglob("*"):
+        if source.is_file() and source.relative_to(edition / "_sources").as_posix() not in linked:
+            source.unlink()
 
 
 def publish(build: Path, root_pages: Path, languages: tuple[str, ...]) -> Path:
@@ -82,6 +106,7 @@ def publish(build: Path, root_pages: Path, languages: tuple[str, ...]) -> Path:
                         ignore=shutil.ignore_patterns(".buildinfo", ".doctrees", *UNLOADED))
         shutil.rmtree(site / language / "_static" / "locales", ignore_errors=True)
         prune_images(site / language)
+        prune_sources(site / language)
     if "en" in languages:
         for language in languages:
             if language != "en":

@@ -586,8 +586,8 @@ def _write_zip(app: Sphinx, exception: Exception | None) -> None:
 
 def _zip_readme(language: str) -> str:
     """The zip's README.md: how to run the notebooks, command by command. The package they import
-    is in the book's source archive (``_downloads/mgpu-source.tar.gz`` of each edition, the
-    "Source" menu of every page; see ``_ext/mgpu_book.py``)."""
+    is in the book's source archive (``_downloads/mgpu-source.tar.gz`` of the English edition,
+    which the Chinese one shares; the "Source" menu of every page)."""
     folder = f"mgpu-notebooks-{language}"
     lines = [
         ("tar xzf mgpu-source.tar.gz", "# -> mgpu/"),
@@ -606,7 +606,8 @@ def _zip_readme(language: str) -> str:
             "# mgpu 的 Jupyter 笔记本\n\n"
             "本书的每一章都是这里的一个笔记本（`notebooks/`）。运行它们需要 Python 3.11 和软件包 "
             "`mgpu`，它在本书的源代码压缩包 `mgpu-source.tar.gz` 里：在本书任一页面顶部的"
-            "“源代码”菜单中下载（它在网站上与本压缩包位于同一目录 `_downloads/`）。"
+            "“源代码”菜单中下载（它在网站上的位置是 `en/_downloads/mgpu-source.tar.gz`，"
+            "两个版本共用）。"
             "把两个文件放在同一目录中，然后运行：\n\n"
             + commands +
             "\n有 NVIDIA GPU 的机器上，把 `'.[cpu,plot]'` 换成 `'.[gpu,plot]'`。"
@@ -618,7 +619,8 @@ def _zip_readme(language: str) -> str:
         "Each chapter of the book is a notebook here (`notebooks/`). They need Python 3.11 and "
         "the package `mgpu`, which is in the book's source archive, `mgpu-source.tar.gz`: "
         "download it from the \"Source\" menu at the top of any page of the book (on the site "
-        "it sits beside this zip, in `_downloads/`). With both files in one folder, run:\n\n"
+        "it is `en/_downloads/mgpu-source.tar.gz`, shared by both editions). With both files in "
+        "one folder, run:\n\n"
         + commands +
         "\nOn a machine with NVIDIA GPUs, use `'.[gpu,plot]'` instead of `'.[cpu,plot]'`. "
         "MXNet downloads Fashion-MNIST the first time it is needed (or set `MGPU_DATA_DIR` to a "

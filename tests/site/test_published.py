@@ -317,11 +317,13 @@ def _as_list(value) -> list:
 @pytest.mark.parametrize("lang", LANGS)
 def test_every_page_links_to_the_source(pages, lang):
     """The header of every page links to the source archive (a tar of the repository's files,
-    the package and the book's sources among them) and to the README page."""
+    the package and the book's sources among them) and to the README page: the English
+    edition's copies, which the Chinese edition shares (``tools.site.share_static``)."""
     import tarfile
 
-    archive = SITE / lang / "_downloads" / "mgpu-source.tar.gz"
-    readme = SITE / lang / "_downloads" / "README.html"
+    archive = (SITE / "en" / "_downloads" / "mgpu-source.tar.gz").resolve()
+    readme = (SITE / "en" / "_downloads" / "README.html").resolve()
+    assert lang == "en" or not (SITE / lang / "_downloads" / archive.name).exists()
     for page, parsed in pages.items():
         if page.parent != SITE / lang:  # the pages, not _downloads/README.html itself
             continue

@@ -99,3 +99,35 @@ def test_site_size_counts_every_file(tmp_path):
     build, _ = build_tree(tmp_path)
     edition_size = site_size(build / "sphinx" / "en")
     assert site_size(build / "sphinx") == 2 * edition_size + len("chinese()") - len("english()")
+
+
+def test_the_source_archive_is_published_once(tmp_path):
+    """An identical file in both editions' _downloads is kept in the base edition only, and the
+    other edition's pages link there; a file of its own (its notebooks) stays."""
+    build, root_pages = build_tree(tmp_path)
+    for language in ("en", "zh_CN"):
+        downloads = build / "sphinx" / language / "_downloads"
+        downloads.mkdir()
+        (downloads / "mgpu-source.tar.gz").write_bytes(b"tar" * 100)
+        (downloads / f"notebooks-{language}.zip").write_bytes(language.encode())
+        (build / "sphinx" / language / "part" / "chapter.html").write_text(
+            f'<a href="../_downloads/mgpu-source.tar.gz">source</a>'
+            f'<a href="../_downloads/notebooks-{language}.zip">notebooks</a>')
+    site = publish(build, root_pages, ("en", "zh_CN"))
+    assert not (site / "zh_CN" / "_downloads" / "mgpu-source.tar.gz").exists()
+    assert (site / "zh_CN" / "_downloads" / "notebooks-zh_CN.zip").is_file()
+    assert (site / "zh_CN" / "part" / "chapter.html").read_text() == (
+        '<a href="../../en/_downloads/mgpu-source.tar.gz">source</a>'
+        '<a href="../_downloads/notebooks-zh_CN.zip">notebooks</a>')
+
+
+def test_sources_no_page_links_are_not_published(tmp_path):
+    """A page's notebook in _sources stays; what an earlier build left there goes."""
+    build, root_pages = build_tree(tmp_path)
+    sources = build / "sphinx" / "en" / "_sources"
+    sources.mkdir()
+    (sources / "index.ipynb").write_text("{}")
+    (sources / "index.md").write_text("# stale MyST source")
+    (build / "sphinx" / "en" / "index.html").write_text('<a href="_sources/index.ipynb">nb</a>')
+    site = publish(build, root_pages, ("en",))
+    assert sorted(p.name for p in (site / "en" / "_sources").iterdir()) == ["index.ipynb"]
