@@ -8,11 +8,12 @@ static files it shares with the English one from there, and ``docs/_root``'s pag
 from __future__ import annotations
 
 import filecmp
+import os
 import re
 import shutil
 from pathlib import Path
 
-__all__ = ["IMAGE_LINK", "SHARED", "SHARED_LINK", "SOURCE_LINK", "UNLOADED", "prune_images",
+__all__ = ["IMAGE_LINK", "LINK", "SHARED", "SOURCE_LINK", "UNLOADED", "prune_images",
            "prune_sources", "publish", "share_static", "site_size"]
 
 # Files of an edition that no page loads: source maps (only a browser's developer tools ask for
@@ -21,7 +22,7 @@ UNLOADED = ("*.map", "webpack-macros.html", "sbt-webpack-macros.html")
 # The folders whose files identical in two editions are published once: the theme, MathJax and
 # fonts (_static), and the source archive and its README (_downloads; the notebooks differ).
 SHARED = ("_static", "_downloads")
-SHARED_LINK = re.compile(r'((?:src|href)=")((?:\.\./)*)(_static|_downloads)/([^"?#]+)')
+LINK = re.compile(r'((?:src|href)=")([^"?#:]+)')  # a relative link, without query or anchor
 IMAGE_LINK = re.compile(r'_images/([^"\'?#]+)')
 SOURCE_LINK = re.compile(r'_sources/([^"\'?#]+)')
 
@@ -43,16 +44,16 @@ def share_static(site: Path, base: str, edition: str) -> int:
                    if f.is_file() and (theirs / f.relative_to(ours)).is_file()
                    and filecmp.cmp(f, theirs / f.relative_to(ours), shallow=False)}
     for page in (site / edition).rglob("*.html"):
-        depth = len(page.relative_to(site / edition).parts) - 1
+        here = page.parent.relative_to(site / edition)
 
-        def point(m: re.Match, depth: int = depth) -> str:
-            name = f"{m.group(3)}/{m.group(4)}"
-            if len(m.group(2)) // 3 != depth or name not in shared:
+        def point(m: re.Match, here: Path = here, page: Path = page) -> str:
+            target = os.path.normpath(here / m.group(2)).replace(os.sep, "/")
+            if target not in shared:
                 return m.group(0)
-            return f"{m.group(1)}{'../' * (depth + 1)}{base}/{name}"
+            return m.group(1) + os.path.relpath(site / base / target, page.parent)
 
         text = page.read_text("utf-8")
-        page.write_text(SHARED_LINK.sub(point, text), "utf-8")
+        page.write_text(LINK.sub(point, text), "utf-8")
     saved = 0
     for name in shared:
         saved += (site / edition / name).stat().st_size
