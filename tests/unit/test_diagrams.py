@@ -17,8 +17,9 @@ from matplotlib.figure import Figure  # noqa: E402
 
 import mgpu  # noqa: E402
 from mgpu.book import style  # noqa: E402
-from mgpu.book.diagrams import event_category, parts  # noqa: E402
+from mgpu.book.diagrams import parts  # noqa: E402
 from mgpu.book.style import FontError, cjk_font  # noqa: E402
+from mgpu.probes.timing import event_category  # noqa: E402
 
 draw_allreduce, draw_engine_queues = mgpu.draw_allreduce, mgpu.draw_engine_queues
 draw_parameter_server, draw_step = mgpu.draw_parameter_server, mgpu.draw_step

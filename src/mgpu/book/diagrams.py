@@ -31,12 +31,12 @@ from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 from mgpu.book.style import FONT, WIDTH, font_family, show_in_notebooks, vector, words
+from mgpu.probes.timing import event_category
 
-# event_category and parts are this module's own helpers (the tests use them too): mgpu
-# exports the drawing functions.
+# parts is this module's own helper (the tests use it too): mgpu exports the drawing
+# functions.
 __all__ = [
     "draw_allreduce",
-    "event_category",
     "draw_engine_queues",
     "draw_parameter_server",
     "draw_step",
@@ -55,14 +55,6 @@ _FILL = {
 _BLUE, _ORANGE = "#4f81bd", "#c8642a"  # arrows: gradients/push, sums/pull
 _CATEGORY_COLOR = {"compute": "#74c476", "copy": "#6baed6", "sum": "#fd8d3c",
                    "sgd": "#9e9ac8"}
-
-# What the engine did, by operator name (the rest is forward and backward computation).
-_SUM_OPS = {"add_n", "ElementwiseSum", "amp_multicast", "KVStoreReduce", "_grad_add",
-            "broadcast_add", "elemwise_add", "_plus"}
-_UPDATE_OPS = {"sgd_update", "sgd_mom_update", "multi_sgd_update", "_mul_scalar",
-               "_div_scalar", "broadcast_sub", "elemwise_sub", "_minus", "SetValueOp"}
-_ENGINE_OPS = {"DeleteVariable", "WaitForVar", "WaitForAll"}
-
 
 class _Style:
     """The words and the font of one diagram."""
@@ -333,29 +325,6 @@ def draw_parameter_server(lang: str = "en", labels: Mapping[str, str] | None = N
     _tag(ax, s, sch.x, sch.y - 0.6, s("control"))
     _tag(ax, s, 0.15 + span / 2, 4.3, s("sharding"), gid="note")
     return fig
-
-
-def event_category(name: str) -> str | None:
-    """What kind of engine operator ``name`` is: ``"copy"``, ``"sum"`` (the sums and
-    packing of an allreduce), ``"sgd"`` (the scalar and elementwise operators of an SGD
-    update), ``"compute"`` (everything else: forward and backward), or ``None`` for the
-    engine's own bookkeeping (``DeleteVariable``...). Names only: a loss's
-    ``_mul_scalar`` counts as ``"sgd"`` too, and ``CopyCPU2CPU`` is also what
-    ``p[:] = x`` runs on one device.
-
-    >>> [event_category(n) for n in ("Convolution", "CopyCPU2CPU", "add_n",
-    ...                               "_div_scalar", "DeleteVariable")]
-    ['compute', 'copy', 'sum', 'sgd', None]
-    """
-    if name in _ENGINE_OPS:
-        return None
-    if name.startswith("Copy"):
-        return "copy"
-    if name in _SUM_OPS:
-        return "sum"
-    if name in _UPDATE_OPS:
-        return "sgd"
-    return "compute"
 
 
 def draw_engine_queues(events: Sequence, lang: str = "en",

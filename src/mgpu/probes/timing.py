@@ -16,7 +16,14 @@ from mgpu.backend import mx
 from mgpu.step import forward_backward
 
 __all__ = ["Benchmark", "EngineEvent", "device_speeds", "engine_operations",
-           "engine_timeline", "op_overhead", "step_time"]
+           "engine_timeline", "event_category", "op_overhead", "step_time"]
+
+# What the engine did, by operator name (the rest is forward and backward computation).
+_SUM_OPS = {"add_n", "ElementwiseSum", "amp_multicast", "KVStoreReduce", "_grad_add",
+            "broadcast_add", "elemwise_add", "_plus"}
+_UPDATE_OPS = {"sgd_update", "sgd_mom_update", "multi_sgd_update", "_mul_scalar",
+               "_div_scalar", "broadcast_sub", "elemwise_sub", "_minus", "SetValueOp"}
+_ENGINE_OPS = {"DeleteVariable", "WaitForVar", "WaitForAll"}
 
 
 class Benchmark:
@@ -220,6 +227,29 @@ def engine_timeline(work: Callable[[], object]) -> list[EngineEvent]:
 _MARKER_OP = "erf"
 
 
+def event_category(name: str) -> str | None:
+    """What kind of engine operator ``name`` is: ``"copy"``, ``"sum"`` (the sums and
+    packing of an allreduce), ``"sgd"`` (the scalar and elementwise operators of an SGD
+    update), ``"compute"`` (everything else: forward and backward), or ``None`` for the
+    engine's own bookkeeping (``DeleteVariable``...). Names only: a loss's
+    ``_mul_scalar`` counts as ``"sgd"`` too, and ``CopyCPU2CPU`` is also what
+    ``p[:] = x`` runs on one device.
+
+    >>> [event_category(n) for n in ("Convolution", "CopyCPU2CPU", "add_n",
+    ...                               "_div_scalar", "DeleteVariable")]
+    ['compute', 'copy', 'sum', 'sgd', None]
+    """
+    if name in _ENGINE_OPS:
+        return None
+    if name.startswith("Copy"):
+        return "copy"
+    if name in _SUM_OPS:
+        return "sum"
+    if name in _UPDATE_OPS:
+        return "sgd"
+    return "compute"
+
+
 def engine_operations(*works: Callable[[], object]) -> list[list[EngineEvent]]:
     """The operations MXNet's engine runs for each of ``works``: the book's one way of
     counting engine operations (``len()`` of each list).
@@ -227,7 +257,7 @@ def engine_operations(*works: Callable[[], object]) -> list[list[EngineEvent]]:
     The works run in turn under one :func:`engine_timeline` (MXNet's profiler records
     once per process), each followed by a wait and one ``erf`` operation that marks
     where the next begins. The engine's bookkeeping (``DeleteVariable``...,
-    ``mgpu.book.diagrams.event_category``) is left out. The trace profiler leaves the
+    :func:`event_category`) is left out. The trace profiler leaves the
     engine's bulking on, so the count is that of a run without a profiler: the
     imperative backward pass runs as ``ImperativeBulk`` operations of up to 15
     operators (``Imperative::Backward``, ``src/imperative/imperative.cc``), each
@@ -254,8 +284,6 @@ def engine_operations(*works: Callable[[], object]) -> list[list[EngineEvent]]:
     ...
     ValueError: engine_operations: works is empty; pass one or more functions, e.g. ...
     """
-    from mgpu.book.diagrams import event_category
-
     if not works:
         raise ValueError("engine_operations: works is empty; pass one or more "
                          "functions, e.g. engine_operations(lambda: step(X, y))")
