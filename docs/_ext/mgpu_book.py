@@ -34,7 +34,7 @@ from sphinx.util import logging
 
 # The repository, where the package tools is: one digest for the stamps of nox and of this cache.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from tools.stamps import digest  # noqa: E402
+from tools.stamps import digest, record, unchanged  # noqa: E402
 
 logger = logging.getLogger(__name__)
 
@@ -61,15 +61,6 @@ def _resolve_paths(app: Sphinx, config: Config) -> None:
     config.mgpu_package_hash = _package_hash(config)
 
 
-def _stamp_differs(stamp: Path, wanted: str) -> bool:
-    return not (stamp.is_file() and stamp.read_text() == wanted)
-
-
-def _write_stamp(stamp: Path, wanted: str) -> None:
-    stamp.parent.mkdir(parents=True, exist_ok=True)
-    stamp.write_text(wanted)
-
-
 def _invalidate_cache(app: Sphinx, config: Config) -> None:
     """Drop cached executions whose outputs are stale although their code did not change.
 
@@ -85,25 +76,25 @@ def _invalidate_cache(app: Sphinx, config: Config) -> None:
     cache_dir = Path(config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache")
     cache_dir = cache_dir.resolve()
     stamp = cache_dir.parent / "mgpu-source.sha256"
-    if _stamp_differs(stamp, config.mgpu_package_hash):
+    if not unchanged(stamp, config.mgpu_package_hash):
         if cache_dir.exists():
             logger.info("mgpu_book: mgpu changed since the last build: clearing %s", cache_dir)
             get_cache(str(cache_dir)).clear_cache()
-        _write_stamp(stamp, config.mgpu_package_hash)
+        record(stamp, config.mgpu_package_hash)
     srcdir = Path(app.srcdir).resolve()
     for page, files in config.mgpu_page_data.items():
         wanted = digest(*(Path(f) for f in files))
         stamp = cache_dir.parent / f"data-{page}.sha256"
-        if not _stamp_differs(stamp, wanted):
+        if unchanged(stamp, wanted):
             continue
         if cache_dir.exists():
             cache = get_cache(str(cache_dir))
-            for record in cache.list_cache_records():
-                if Path(record.uri).resolve().with_suffix("") == srcdir / page:
+            for entry in cache.list_cache_records():
+                if Path(entry.uri).resolve().with_suffix("") == srcdir / page:
                     logger.info("mgpu_book: data of %r changed: dropping its cached execution",
                                 page)
-                    cache.remove_cache(record.pk)
-        _write_stamp(stamp, wanted)
+                    cache.remove_cache(entry.pk)
+        record(stamp, wanted)
 
 
 def _note_data_dependencies(app: Sphinx, docname: str, source: list[str]) -> None:

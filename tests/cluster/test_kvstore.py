@@ -8,7 +8,8 @@ from functools import partial
 
 import pytest
 
-from mgpu.cluster.local import run_local_cluster, running
+from mgpu.cluster.local import run_local_cluster
+from mgpu.cluster.processes import running
 from mgpu.probes import kvstore as kvprobe
 from mgpu.programs.kvstore import push_pull_traffic, train_traffic
 from mgpu.programs.run import run_program

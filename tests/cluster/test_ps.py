@@ -1,6 +1,7 @@
 """The worker programs of mgpu.programs.ps on a real local cluster (scheduler, server, workers)."""
 
-from mgpu.cluster.local import run_local_cluster, running
+from mgpu.cluster.local import run_local_cluster
+from mgpu.cluster.processes import running
 from mgpu.programs import ps
 
 

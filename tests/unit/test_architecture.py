@@ -70,9 +70,7 @@ def test_no_module_imports_a_private_name(name):
            if any(part.startswith("_") for part in module.split(".")[1:])
            or (obj or "").startswith("_")]
     text = MODULES[name].read_text("utf-8")
-    for other in MODULES:
-        if other != name:
-            bad += [f"{other}._ used" for _ in [0] if f"{other}._" in text]
+    bad += [f"{other}._ used" for other in MODULES if other != name and f"{other}._" in text]
     assert not bad, f"{name} uses private names of other modules: {bad}"
 
 
