@@ -56,3 +56,17 @@ def idx_dir(tmp_path):
                   rng.randint(0, 256, (n, 28, 28)))
         write_idx(tmp_path / f"{prefix}-labels-idx1-ubyte.gz", rng.randint(0, 10, n))
     return tmp_path
+
+
+@pytest.fixture(scope="session")
+def can_make_hosts():
+    """Skip unless emulated hosts can be made here (root, iproute2, openssh-server). CI sets
+    MGPU_REQUIRE_HOSTS=1 so that a machine that cannot make them fails the tests instead."""
+    from mgpu.cluster.hosts import hosts_missing
+
+    lacks = hosts_missing()
+    if lacks:
+        message = "cannot make emulated hosts; missing: " + "; ".join(lacks)
+        if os.environ.get("MGPU_REQUIRE_HOSTS") == "1":
+            pytest.fail(f"MGPU_REQUIRE_HOSTS=1 but {message}")
+        pytest.skip(message)

@@ -45,7 +45,8 @@ PUBLIC_MODULES = (
     "mgpu.programs.run", "mgpu.programs.fresh", "mgpu.programs.engine",
     "mgpu.programs.ps", "mgpu.programs.kvstore", "mgpu.programs.horovod",
     "mgpu.cluster.processes", "mgpu.cluster.job", "mgpu.cluster.local",
-    "mgpu.cluster.mxlaunch", "mgpu.cluster.horovodrun", "mgpu.book.claims",
+    "mgpu.cluster.mxlaunch", "mgpu.cluster.horovodrun", "mgpu.cluster.hosts",
+    "mgpu.book.claims",
     "mgpu.book.budget", "mgpu.book.style", "mgpu.book.plot", "mgpu.book.diagrams",
 )
 

@@ -3,5 +3,6 @@
 :mod:`~mgpu.cluster.processes` (``/proc``, the one way to stop processes, free ports),
 :mod:`~mgpu.cluster.job` (the checked arguments of a local job),
 :mod:`~mgpu.cluster.local` (a local parameter-server cluster),
-:mod:`~mgpu.cluster.mxlaunch` (MXNet's launcher, fixed) and
-:mod:`~mgpu.cluster.horovodrun` (``horovodrun`` on loopback)."""
+:mod:`~mgpu.cluster.mxlaunch` (MXNet's launcher, fixed),
+:mod:`~mgpu.cluster.horovodrun` (``horovodrun``) and
+:mod:`~mgpu.cluster.hosts` (several hosts on one machine: namespaces, shaped links, sshd)."""
