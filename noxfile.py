@@ -81,6 +81,14 @@ def ensure_data(session: nox.Session) -> None:
         system.ensure_data(session.run, session.log, system.root_apt())
 
 
+def ensure_hosts_tools(session: nox.Session) -> None:
+    """iproute2 and openssh-server, for the emulated hosts (mgpu.cluster.hosts) that the tests
+    and the chapters make; as root only (without them those tests skip, unless
+    MGPU_REQUIRE_HOSTS=1, and the chapters measure on loopback)."""
+    system.ensure_iproute2(session.log, system.root_apt())
+    system.ensure_sshd(session.log, system.root_apt())
+
+
 def ensure_horovod(session: nox.Session) -> None:
     """Build Horovod (MXNet + Gloo) into this session's venv once, or reuse it."""
     with setup(session):
@@ -97,9 +105,11 @@ def tests(session: nox.Session) -> None:
     """Unit tests and doctests (pytest --doctest-modules). Extra arguments go to pytest."""
     install(session, "test")
     ensure_horovod(session)  # tests/cluster/test_horovod.py runs Horovod for real
-    # tests/cluster/test_mxlaunch.py runs MXNet's launcher over ssh, on 127.0.0.1
-    system.ensure_sshd(session.log, system.root_apt())
+    # tests/cluster/test_mxlaunch.py runs MXNet's launcher over ssh, on 127.0.0.1 and across
+    # emulated hosts; tests/cluster/test_hosts.py makes hosts
+    ensure_hosts_tools(session)
     ensure_data(session)
+    # MGPU_REQUIRE_HOSTS (CI sets it) reaches pytest with the rest of the environment.
     session.run("pytest", *session.posargs, env={"MGPU_REQUIRE_DATA": "1"})
 
 
@@ -133,6 +143,7 @@ def docs(session: nox.Session) -> None:
     install(session, "docs")
     ensure_horovod(session)  # the Horovod chapter runs horovodrun
     ensure_data(session)
+    ensure_hosts_tools(session)  # chapters measure across emulated hosts where they can
     system.ensure_cjk_fonts(session.log, system.root_apt())  # the Chinese edition's figures
     timings = {}
     languages = ("en",) if "--en" in session.posargs else ("en", "zh_CN")
@@ -168,6 +179,7 @@ def serve(session: nox.Session) -> None:
     install(session, "docs", "serve")
     ensure_horovod(session)
     ensure_data(session)
+    ensure_hosts_tools(session)
     system.ensure_cjk_fonts(session.log, system.root_apt())
     session.run(
         "sphinx-autobuild", "-b", "html", "-n", "-d", str(BUILD / "doctrees" / "serve"),
@@ -253,6 +265,7 @@ def bench(session: nox.Session) -> None:
     install(session, "plot")
     ensure_data(session)
     ensure_horovod(session)  # the engines part compares the parameter server with Horovod
+    ensure_hosts_tools(session)  # the hosts part measures across emulated hosts
     session.run("python", "bench/run.py", *session.posargs)
 
 

@@ -1,7 +1,8 @@
 """This machine: the MXNet build that fits it, and what the sessions install from Debian.
 
 Everything installed from Debian goes through :func:`apt_install`, and only as root
-(:func:`root_apt`): the Fashion-MNIST package, CJK fonts, openssh-server, Chromium. Without root
+(:func:`root_apt`): the Fashion-MNIST package, CJK fonts, iproute2 and openssh-server (the
+emulated hosts), Chromium. Without root
 the sessions say what to install instead.
 """
 
@@ -14,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 __all__ = ["DATA_PROBE", "Log", "SetupError", "apt_install", "ensure_chromium", "ensure_cjk_fonts",
-           "ensure_data", "ensure_sshd", "has_cjk_font", "mxnet_extra", "root_apt"]
+           "ensure_data", "ensure_iproute2", "ensure_sshd", "has_cjk_font", "mxnet_extra",
+           "root_apt"]
 
 #: What the steps report with: nox's ``session.log``.
 Log = Callable[[str], object]
@@ -114,9 +116,25 @@ def ensure_cjk_fonts(log: Log, apt: str | None) -> None:
         log("no CJK font found: install fonts-noto-cjk (Debian) for the Chinese edition")
 
 
+def ensure_iproute2(log: Log, apt: str | None,
+                    which: Callable[[str], str | None] = shutil.which) -> None:
+    """Debian's iproute2 (``ip``, ``tc``), for the emulated hosts (:mod:`mgpu.cluster.hosts`)
+    that the tests and the chapters make; installed as root only (it starts no service)."""
+    if which("ip") and which("tc"):
+        return
+    if not apt:
+        log("iproute2 is not installed: no emulated hosts (their tests are skipped, the "
+            "chapters measure on loopback); apt-get install iproute2")
+        return
+    log("installing Debian's iproute2 (ip and tc, for the emulated hosts)")
+    apt_install(apt, ["iproute2"], recommends=False)
+
+
 def ensure_sshd(log: Log, apt: str | None, sshd: Path = Path("/usr/sbin/sshd"),
                 policy: Path = Path("/usr/sbin/policy-rc.d")) -> None:
-    """Debian's openssh-server, for tests/cluster/test_mxlaunch.py (which starts its own sshd).
+    """Debian's openssh-server, for tests/cluster/test_mxlaunch.py (which starts its own sshd)
+    and the emulated hosts of the tests and chapters (:mod:`mgpu.cluster.hosts`: an sshd in
+    each host).
 
     Installed only as root, and only where Debian's ``policy`` (policy-rc.d) forbids starting
     services, so that installing the package does not start the system's sshd; elsewhere those
@@ -127,7 +145,8 @@ def ensure_sshd(log: Log, apt: str | None, sshd: Path = Path("/usr/sbin/sshd"),
     if not (apt and policy.is_file()
             and subprocess.run([str(policy), "ssh", "start"]).returncode == 101):
         log("openssh-server is not installed: the ssh tests of tests/cluster/test_mxlaunch.py "
-            "will be skipped (apt-get install openssh-server)")
+            "and the emulated hosts' tests will be skipped, and the chapters measure on "
+            "loopback (apt-get install openssh-server)")
         return
     apt_install(apt, ["openssh-server"], recommends=False)
 

@@ -120,3 +120,17 @@ def test_ensure_chromium(tmp_path, apt):
     assert log == [] and calls(apt) == []
     system.ensure_chromium(chromium, log.append, str(apt))
     assert calls(apt)[-1] == "install -y -q chromium" and "chromium" in log[0]
+
+
+def test_ensure_iproute2(apt):
+    found = {"ip": "/usr/sbin/ip", "tc": "/usr/sbin/tc"}
+    log = []
+    system.ensure_iproute2(log.append, str(apt), found.get)  # both there: nothing to do
+    assert log == [] and calls(apt) == []
+    del found["tc"]
+    system.ensure_iproute2(log.append, None, found.get)  # not root: says what to install
+    assert log == ["iproute2 is not installed: no emulated hosts (their tests are skipped, the "
+                   "chapters measure on loopback); apt-get install iproute2"]
+    system.ensure_iproute2(log.append, str(apt), found.get)
+    assert calls(apt)[-1] == "install -y -q --no-install-recommends iproute2"
+    assert len(log) == 2
