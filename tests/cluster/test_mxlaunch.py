@@ -1,17 +1,17 @@
-"""MXNet's own launcher through mgpu.cluster.mxlaunch, local and over ssh, everything on 127.0.0.1.
+"""MXNet's own launcher through mgpu.cluster.mxlaunch: locally on 127.0.0.1, and over ssh
+across three emulated hosts (mgpu.cluster.hosts: network namespaces with their own addresses
+and an sshd each, which needs root; the can_make_hosts fixture skips otherwise).
 
-The ssh tests start their own sshd (Debian's openssh-server, which `nox -s tests` installs),
-listening on 127.0.0.1 only, with a temporary host key and a temporary client key. The client
-side gets them from an ssh configuration file, through an ``ssh`` wrapper first on PATH, as a
-user's ~/.ssh/config would give them.
+Over ssh, mxlaunch and the scheduler run on host1 (the book's 192.0.2.1), the servers and
+workers on host2 and host3 (192.0.2.2 and 192.0.2.3), reached through the hosts' ssh wrapper
+(Hosts.env). Afterwards no process is left on any host.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import socket
+import re
 import subprocess
 import sys
 import time
@@ -20,13 +20,15 @@ from pathlib import Path
 import pytest
 
 from helpers.book_commands import book_commands, run_book_command
-from mgpu.cluster.processes import LOOPBACK, descendants, running
+from mgpu.cluster.hosts import Hosts
+from mgpu.cluster.processes import LOOPBACK, descendants
 from mgpu.programs.report import read_reports
 
-SSHD = Path("/usr/sbin/sshd")
 SECTION = "## Running on real machines"
 MXLAUNCH = [sys.executable, "-m", "mgpu.cluster.mxlaunch"]
 WORKER = [sys.executable, "-m", "mgpu"]
+#: What the scheduler logs with PS_VERBOSE=1 for every node (ps-lite's van.cc).
+ASSIGNED = re.compile(r"assign rank=(\d+) to node role=(\w+), ip=([\d.]+)")
 
 
 def _tree(root: int) -> list[int]:
@@ -41,50 +43,21 @@ def _wait_until_gone(root: int, seconds: float = 10.0) -> list[int]:
     return _tree(root)
 
 
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    """An sshd on 127.0.0.1 (port, the PATH entry of its ssh wrapper, its PID)."""
-    if not SSHD.is_file() or not shutil.which("ssh-keygen"):
-        pytest.skip("Debian's openssh-server is not installed (apt-get install openssh-server; "
-                    "`nox -s tests` installs it)")
-    if os.geteuid() != 0:
-        pytest.skip("the test's sshd runs as root (it needs /run/sshd and privilege separation)")
-    d = tmp_path_factory.mktemp("sshd")
-    for key in ("host_key", "id"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)],
-                       check=True)
-    shutil.copy(d / "id.pub", d / "authorized_keys")
-    with socket.socket() as s:
-        s.bind((LOOPBACK, 0))
-        port = s.getsockname()[1]
-    (d / "sshd_config").write_text(
-        f"Port {port}\nListenAddress {LOOPBACK}\nHostKey {d / 'host_key'}\n"
-        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPermitRootLogin prohibit-password\n"
-        "PasswordAuthentication no\nKbdInteractiveAuthentication no\nUsePAM no\n"
-        f"StrictModes no\nPidFile {d / 'sshd.pid'}\n")
-    (d / "ssh_config").write_text(
-        f"Host *\n  IdentityFile {d / 'id'}\n  IdentitiesOnly yes\n"
-        "  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n  BatchMode yes\n"
-        "  LogLevel ERROR\n")
-    bin_dir = d / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "ssh").write_text(f'#!/bin/sh\nexec /usr/bin/ssh -F {d / "ssh_config"} "$@"\n')
-    (bin_dir / "ssh").chmod(0o755)
-    Path("/run/sshd").mkdir(exist_ok=True)  # sshd's privilege separation directory
-    with open(d / "sshd.log", "wb") as log:
-        proc = subprocess.Popen([str(SSHD), "-D", "-e", "-f", str(d / "sshd_config")],
-                                stderr=log, stdin=subprocess.DEVNULL)
-    for _ in range(100):
-        with socket.socket() as s:
-            if s.connect_ex((LOOPBACK, port)) == 0:
-                break
-        time.sleep(0.05)
-    else:
-        proc.kill()
-        pytest.fail(f"sshd did not start: {(d / 'sshd.log').read_text()}")
-    yield port, str(bin_dir), proc.pid
-    proc.terminate()
-    proc.wait(10)
+def _left_on(hosts: Hosts, seconds: float = 10.0) -> dict[str, list[int]]:
+    """The processes left on the hosts after waiting up to ``seconds`` for them to end."""
+    end = time.monotonic() + seconds
+    while True:
+        left = {h.name: hosts.processes(h) for h in hosts if hosts.processes(h)}
+        if not left or time.monotonic() > end:
+            return left
+        time.sleep(0.1)
+
+
+@pytest.fixture
+def hosts(can_make_hosts):
+    """Three emulated hosts (host1 launches, host2 and host3 run the servers and workers)."""
+    with Hosts(3) as made:
+        yield made
 
 
 def test_host_ip_is_required():
@@ -132,33 +105,45 @@ def test_the_books_local_command(real_data_dir, tmp_path):
     assert a["checksum"] == b["checksum"] and a["num_workers"] == 2
 
 
-def test_the_books_ssh_command(real_data_dir, sshd, tmp_path):
-    port, ssh_bin, sshd_pid = sshd
+def test_the_books_ssh_command(real_data_dir, hosts, tmp_path):
     (command,) = book_commands("multi-machine.md", SECTION, "--launcher ssh")
-    replace = {"192.0.2.1": LOOPBACK, "192.0.2.2": f"{LOOPBACK}:{port}",
-               "192.0.2.3": f"{LOOPBACK}:{port}"}
-    out = run_book_command(command, replace, tmp_path, timeout=240, path=(ssh_bin,))
+    host1, host2, host3 = hosts
+    replace = {"192.0.2.1": host1.address, "192.0.2.2": host2.address,
+               "192.0.2.3": host3.address}
+    out = run_book_command(command, replace, tmp_path, timeout=240,
+                           env={**hosts.env(), "PS_VERBOSE": "1"},
+                           prefix=tuple(hosts.command(host1, [])))
     a, b = sorted(read_reports(out.stdout), key=lambda r: r["rank"])
     assert a["checksum"] == b["checksum"] and a["num_workers"] == 2
-    assert _wait_until_gone(sshd_pid) == [], "processes left on the 'remote' hosts"
+    # The scheduler's own record: one server and one worker on each of host2 and host3.
+    where = sorted((role, ip) for _, role, ip in ASSIGNED.findall(out.stderr))
+    assert where == sorted((role, h.address) for role in ("server", "worker")
+                           for h in (host2, host3)), out.stderr
+    assert _left_on(hosts) == {}, "processes left on the hosts"
 
 
-def test_ssh_job_with_a_dead_worker_leaves_nothing_on_the_hosts(sshd, tmp_path):
-    port, ssh_bin, sshd_pid = sshd
-    hosts = tmp_path / "hosts"
-    hosts.write_text(f"{LOOPBACK}:{port}\n{LOOPBACK}:{port}\n")
-    env = {**os.environ, "PATH": f"{ssh_bin}{os.pathsep}{os.environ['PATH']}"}
+def test_ssh_job_with_a_dead_worker_leaves_nothing_on_the_hosts(hosts, tmp_path):
+    host1, host2, host3 = hosts
+    hostfile = hosts.hostfile(tmp_path / "hosts", hosts=[host2, host3])
     start = time.monotonic()
-    out = subprocess.run([*MXLAUNCH, "--host-ip", LOOPBACK, "--timeout", "90", "-n", "2", "-s",
-                          "2", "-H", str(hosts), "--launcher", "ssh", *WORKER, "push_pull_demo",
-                          "--rounds", "3", "--kill-rank", "1"], capture_output=True, text=True,
-                         timeout=150, env=env, cwd=tmp_path)
+    out = subprocess.run(hosts.command(host1, [
+        *MXLAUNCH, "--host-ip", host1.address, "--timeout", "90", "-n", "2", "-s", "2",
+        "-H", str(hostfile), "--launcher", "ssh", *WORKER, "push_pull_demo", "--rounds", "3",
+        "--kill-rank", "1"]), capture_output=True, text=True, timeout=150, env=hosts.env(),
+        cwd=tmp_path)
     assert out.returncode == 1, out.stderr
-    assert "(through ssh) exited with code 255" in out.stderr
+    assert re.search(r"worker on [\d.]+ \(through ssh\) exited with code 255", out.stderr)
     assert time.monotonic() - start < 60
-    # The remote processes hang up with their terminal: none is left under the sshd.
-    assert _wait_until_gone(sshd_pid) == [], "processes left on the 'remote' hosts"
-    assert running([sshd_pid]) == [sshd_pid]
+    # The remote processes hang up with their terminal: none is left on any host.
+    assert _left_on(hosts) == {}, "processes left on the hosts"
+
+
+def test_keepalive_needs_whole_seconds():
+    for value, why in (("0", "positive"), ("1.5", "whole")):
+        out = subprocess.run([*MXLAUNCH, "--host-ip", LOOPBACK, "--keepalive", value, "-n",
+                              "1", "--launcher", "local", "true"], capture_output=True, text=True)
+        assert out.returncode != 0
+        assert f"--keepalive needs a {why} number of seconds, not '{value}'" in out.stderr
 
 
 # Credentials: fix 5 of mgpu.cluster.mxlaunch. Every value below must stay off every command line.

@@ -26,15 +26,21 @@ def book_commands(page: str, section: str, contains: str) -> list[str]:
 
 
 def run_book_command(command: str, replace: dict[str, str], cwd: Path, timeout: float,
-                     path: tuple[str, ...] = (), check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``command`` with bash after replacing placeholders; ``python`` is this venv's."""
+                     path: tuple[str, ...] = (), check: bool = True,
+                     env: dict[str, str] | None = None,
+                     prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Run ``command`` with bash after replacing placeholders; ``python`` is this venv's.
+
+    ``env`` (default: this environment) is the base environment, ``prefix`` words run
+    bash (e.g. ``Hosts.command(host, [])``: on an emulated host)."""
     for old, new in replace.items():
         command = command.replace(old, new)
     assert "192.0.2." not in command, f"a placeholder address is left in:\n{command}"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+    base = os.environ if env is None else env
+    env = {**base, "PYTHONUNBUFFERED": "1",
            "PATH": os.pathsep.join([*path, str(Path(sys.executable).parent),
-                                    os.environ.get("PATH", "")])}
-    proc = subprocess.Popen(["bash", "-eu", "-c", command], cwd=cwd, env=env, text=True,
+                                    base.get("PATH", "")])}
+    proc = subprocess.Popen([*prefix, "bash", "-eu", "-c", command], cwd=cwd, env=env, text=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:

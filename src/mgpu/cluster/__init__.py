@@ -5,4 +5,5 @@
 :mod:`~mgpu.cluster.local` (a local parameter-server cluster),
 :mod:`~mgpu.cluster.mxlaunch` (MXNet's launcher, fixed),
 :mod:`~mgpu.cluster.horovodrun` (``horovodrun``) and
-:mod:`~mgpu.cluster.hosts` (several hosts on one machine: namespaces, shaped links, sshd)."""
+:mod:`~mgpu.cluster.hosts` (several hosts on one machine: namespaces, shaped links,
+sshd)."""

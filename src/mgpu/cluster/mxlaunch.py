@@ -22,7 +22,21 @@ with five fixes:
 4. ``ssh`` runs the remote commands with a terminal (``ssh -tt``): when the launcher
    stops an ``ssh`` client, the remote terminal hangs up and the remote process gets
    ``SIGHUP``, instead of waiting forever on a machine nobody watches. ``BatchMode=yes``
-   makes a missing key fail at once instead of asking for a password.
+   makes a missing key fail at once instead of asking for a password. A host that
+   stops answering (its cable pulled, a switch port dead) sends no error: without
+   more, ps-lite's processes and ``ssh`` wait for it forever. Here every ``ssh``
+   client sends a keepalive after ``--keepalive`` seconds (default 5) without a word
+   from the host (``ServerAliveInterval``) and gives up after 3 of them go unanswered
+   (``ServerAliveCountMax``): it exits with status 255 about 4 ``--keepalive`` seconds
+   after the host fell silent, and the launcher stops the job, naming the host. The
+   failure message quotes what ``ssh`` said (``Timeout, server ... not responding.``
+   for a silent host, ``Connection to ... closed by remote host.`` when the host's
+   processes were killed, ``sshd`` included); ``ssh`` runs at ``LogLevel=INFO`` for
+   that, and its routine lines (``Connection to ... closed.``, ``Warning: Permanently
+   added ...``) are not shown. The launcher cannot stop processes on a host it cannot
+   reach: they end when that host's ``sshd`` learns that the client is gone, as soon
+   as packets pass again (the client's machine answers for the closed connection), or
+   after the ``sshd``'s own ``ClientAliveInterval``.
 5. The environment. ``dmlc_tracker/ssh.py`` (``get_env``) starts every remote process
    with ``export NAME=VALUE;`` on its ``ssh`` command line, for the tracker's ``DMLC_*``
    variables and for ``OMP_NUM_THREADS``, ``KMP_AFFINITY``, ``LD_LIBRARY_PATH``,
@@ -40,10 +54,20 @@ with five fixes:
    that pass are on the ``ssh`` command line, so never pass a secret under another
    name.
 
-Usage (the options of ``launch.py`` follow the two of this command)::
+Usage (the options of ``launch.py`` follow those of this command)::
 
-    python -m mgpu.cluster.mxlaunch --host-ip 127.0.0.1 [--timeout 600] \\
+    python -m mgpu.cluster.mxlaunch --host-ip ADDRESS [--timeout SECONDS] \\
+        [--keepalive SECONDS] LAUNCH.PY-OPTIONS COMMAND...
+    python -m mgpu.cluster.mxlaunch --host-ip 127.0.0.1 --timeout 600 \\
         -n 2 -s 1 --launcher local python -m mgpu train_demo
+
+``--host-ip`` (required): the address of this machine that every host of the job can
+reach; the scheduler listens there. ``--timeout`` (default 3600): end the job with
+status 124 after this many seconds. ``--keepalive`` (default 5): seconds between
+``ssh``'s keepalives; a host that answers none of 3 is given up after about 4 times
+this. Exit status: 0 when every process succeeded, 1 when one failed (the message
+names it and, through ``ssh``, its host), 124 after ``--timeout``, 130 on Ctrl-C.
+``-h`` first prints this text; ``-h`` after ``--host-ip`` prints ``launch.py``'s.
 """
 
 from __future__ import annotations
@@ -71,6 +95,12 @@ _SSH_PASSED = ("OMP_NUM_THREADS", "KMP_AFFINITY", "LD_LIBRARY_PATH", "DMLC_INTER
 _AWS = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN")
 _SECRET_WORDS = ("KEY", "SECRET", "TOKEN", "PASS", "AUTH", "PRIVATE", "CREDENTIAL",
                  "CONNECTION_STRING")  # not PAT: it is in PATH
+#: ``--keepalive``'s default, ``ssh``'s ``ServerAliveInterval`` (seconds), and its
+#: ``ServerAliveCountMax``.
+KEEPALIVE = 5.0
+KEEPALIVE_COUNT = 3
+#: What ``ssh`` says at ``LogLevel INFO`` on every session: not relayed.
+_ROUTINE = re.compile(r"Connection to \S+ closed\.|Warning: Permanently added .*")
 _INSTEAD = ("give the job what it needs on the machine that runs it instead: in a "
             "file that only your user can read there (chmod 600), such as "
             "~/.aws/credentials, which the AWS tools read themselves, or in the "
@@ -242,9 +272,11 @@ class _Processes:
     """Stands in for the ``subprocess`` module inside ``dmlc_tracker``: records every
     process."""
 
-    def __init__(self, ssh_tty: bool):
+    def __init__(self, ssh_tty: bool, keepalive: float = 5.0):
         self.ssh_tty = ssh_tty
+        self.keepalive = keepalive
         self.started: list[tuple[str, subprocess.Popen]] = []
+        self.said: dict[int, list[str]] = {}  # an ssh client's last lines on stderr
         self.lock = threading.Lock()
         self.stopping = False
 
@@ -269,15 +301,41 @@ class _Processes:
 
     def _run(self, cmd, **kwargs) -> int:
         label = self._label(cmd, kwargs.get("env"))
-        if self.ssh_tty and isinstance(cmd, str) and cmd.startswith("ssh "):
-            cmd = "ssh -tt -o BatchMode=yes " + cmd[len("ssh "):]
+        ssh = self.ssh_tty and isinstance(cmd, str) and cmd.startswith("ssh ")
+        if ssh:
+            cmd = ("ssh -tt -o BatchMode=yes "
+                   f"-o ServerAliveInterval={self.keepalive:g} "
+                   f"-o ServerAliveCountMax={KEEPALIVE_COUNT} -o LogLevel=INFO "
+                   + cmd[len("ssh "):])
+            kwargs["stderr"] = subprocess.PIPE
         with self.lock:
             if self.stopping:
                 return 1
             kwargs.setdefault("stdin", subprocess.DEVNULL)
             proc = subprocess.Popen(cmd, start_new_session=True, **kwargs)
             self.started.append((label, proc))
+        if ssh:
+            self._relay(proc)
         return proc.wait()
+
+    def _relay(self, proc: subprocess.Popen) -> None:
+        """Copy what an ``ssh`` client writes on its ``stderr`` (its own messages: with
+        ``-tt`` the remote output arrives on its ``stdout``) to this process's, keeping
+        the last line for the failure message."""
+        said = self.said.setdefault(proc.pid, [])
+        for raw in proc.stderr:  # type: ignore[union-attr]
+            line = raw.decode(errors="replace") if isinstance(raw, bytes) else raw
+            if _ROUTINE.fullmatch(line.strip()):
+                continue
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            if line.strip():
+                said[:] = [line.strip()]
+
+    def what_ssh_said(self, pid: int) -> str:
+        """The last line an ``ssh`` client wrote on its ``stderr`` ('' if none)."""
+        with self.lock:
+            return " ".join(self.said.get(pid, []))
 
     def call(self, cmd, **kwargs) -> int:
         return self._run(cmd, **kwargs)
@@ -288,12 +346,13 @@ class _Processes:
         self._run(cmd, **kwargs)
         return 0
 
-    def failed(self) -> tuple[str, int] | None:
+    def failed(self) -> tuple[str, int, int] | None:
+        """The label, exit status and PID of the first process that failed."""
         with self.lock:
             for label, proc in self.started:
                 code = proc.poll()
                 if code not in (None, 0):
-                    return label, code
+                    return label, code, proc.pid
         return None
 
     def all_done(self) -> bool:
@@ -365,16 +424,44 @@ def _patch(host_ip: str, local: bool, procs: _Processes, env: _Env) -> None:
     threading.excepthook = excepthook
 
 
-def _options(argv: list[str]) -> tuple[str, float, list[str]]:
-    host_ip, timeout, rest = None, 3600.0, list(argv)
-    while rest and rest[0] in ("--host-ip", "--timeout"):
+def _seconds(name: str, value: str) -> float:
+    """``value`` of option ``name`` as a positive number of seconds.
+
+    >>> _seconds("--keepalive", "2"), _seconds("--timeout", "0.5")
+    (2.0, 0.5)
+    >>> _seconds("--keepalive", "soon")
+    Traceback (most recent call last):
+    ...
+    SystemExit: mxlaunch: --keepalive needs a positive number of seconds, not 'soon'
+    """
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise SystemExit(f"mxlaunch: {name} needs a positive number of seconds, "
+                         f"not {value!r}")
+    return seconds
+
+
+def _options(argv: list[str]) -> tuple[str, float, float, list[str]]:
+    host_ip, timeout, keepalive, rest = None, 3600.0, KEEPALIVE, list(argv)
+    if rest[:1] in (["-h"], ["--help"]):
+        print(__doc__)
+        raise SystemExit(0)
+    while rest and rest[0] in ("--host-ip", "--timeout", "--keepalive"):
         if len(rest) < 2:
             raise SystemExit(f"mxlaunch: {rest[0]} needs a value")
         name, value, rest = rest[0], rest[1], rest[2:]
         if name == "--host-ip":
             host_ip = value
+        elif name == "--timeout":
+            timeout = _seconds(name, value)
         else:
-            timeout = float(value)
+            keepalive = _seconds(name, value)
+            if not keepalive.is_integer():  # ssh's ServerAliveInterval
+                raise SystemExit(f"mxlaunch: --keepalive needs a whole number of "
+                                 f"seconds, not {value!r}")
     if host_ip is None:
         raise SystemExit(
             "usage: python -m mgpu.cluster.mxlaunch --host-ip ADDRESS "
@@ -382,7 +469,7 @@ def _options(argv: list[str]) -> tuple[str, float, list[str]]:
             "the address of this machine that every host of the job can reach "
             "(the scheduler listens "
             "there); 127.0.0.1 for a job on this machine only")
-    return host_ip, timeout, rest
+    return host_ip, timeout, keepalive, rest
 
 
 def _launcher(words: list[str]) -> str:
@@ -410,7 +497,7 @@ def _launcher(words: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run MXNet's ``launch.py`` with the fixes above; return the exit status."""
-    host_ip, timeout, rest = _options(sys.argv[1:] if argv is None else argv)
+    host_ip, timeout, keepalive, rest = _options(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(format="%(asctime)s %(levelname)s %(message)s",
                         level=logging.INFO)
     spec = importlib.util.spec_from_file_location("mxnet_tools_launch", launch_py())
@@ -433,7 +520,7 @@ def main(argv: list[str] | None = None) -> int:
             _warn(f"{name} is set here but is not passed to the other machines: "
                   f"{why}; " + _INSTEAD)
     local = launcher == "local"
-    procs = _Processes(ssh_tty=not local)
+    procs = _Processes(ssh_tty=not local, keepalive=keepalive)
     _patch(host_ip, local, procs, env)
     outcome: list[BaseException | None] = []
 
@@ -452,11 +539,20 @@ def main(argv: list[str] | None = None) -> int:
         while True:
             failed = procs.failed()
             if failed:
-                label, code = failed
+                label, code, pid = failed
                 how = (f"was killed by signal {-code}" if code < 0 else
                        f"exited with code {code}")
-                print(f"mxlaunch: the {label} {how} after "
-                      f"{time.monotonic() - start:.1f} s; the other processes would "
+                how += f" after {time.monotonic() - start:.1f} s"
+                said = procs.what_ssh_said(pid)
+                if "not responding" in said:
+                    how += (f" (ssh said: {said} The host answered none of "
+                            f"{KEEPALIVE_COUNT} keepalives sent {keepalive:g} s apart)")
+                elif said:
+                    how += f" (ssh said: {said})"
+                elif code == 255 and "(through ssh)" in label:
+                    how += (" (ssh's status when the connection fails or the remote "
+                            "command is killed by a signal)")
+                print(f"mxlaunch: the {label} {how}; the other processes would "
                       "wait for it forever, so the job was stopped", file=sys.stderr,
                       flush=True)
                 procs.stop()
