@@ -1,8 +1,11 @@
-"""Horovod for real: horovodrun with Gloo, every rank on 127.0.0.1 (tests need Horovod built for
-MXNet in this venv: `nox -s tests` builds it)."""
+"""Horovod for real: horovodrun with Gloo, every rank on 127.0.0.1 or across emulated hosts over
+ssh (tests need Horovod built for MXNet in this venv: `nox -s tests` builds it; the hosts need root:
+the can_make_hosts fixture)."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
 import time
@@ -12,6 +15,7 @@ import pytest
 
 from helpers.book_commands import book_commands, run_book_command
 from mgpu.cluster import horovodrun
+from mgpu.cluster.hosts import Host, Hosts
 from mgpu.cluster.local import run_local_cluster
 from mgpu.cluster.processes import processes, running
 from mgpu.programs import horovod
@@ -193,15 +197,97 @@ def test_timeout_kills_a_job_that_hangs():
     assert time.perf_counter() - start < 30
 
 
+def _settled(cluster: Hosts, seconds: float = 5.0) -> list[list[int]]:
+    """The processes left in each host (sshd aside), once they have had ``seconds`` to end."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = [cluster.processes(h) for h in cluster]
+        if not any(left) or time.monotonic() > deadline:
+            return left
+        time.sleep(0.1)
+
+
 @needs_horovod
-def test_the_books_horovodrun_command_runs_on_loopback(real_data_dir, tmp_path):
-    (command,) = book_commands("horovod.md", "## Running on real machines", "horovodrun")
-    out = run_book_command(command, {"192.0.2.2": "localhost", "192.0.2.3": "127.0.0.1",
-                                     "eth0": "lo"}, tmp_path, timeout=240)
+def test_the_books_horovodrun_command_runs_across_two_hosts(can_make_hosts, real_data_dir,
+                                                            tmp_path):
+    # As a reader would on a cluster: the command runs on host1, which starts rank 0 itself and
+    # rank 1 on host2 over ssh (with the run's key); the ranks meet over eth0.
+    (command,) = book_commands("horovod.md", "## Across hosts over ssh", "horovodrun")
+    with Hosts(2) as cluster:
+        a, b = cluster
+        out = run_book_command(command, {"192.0.2.2": a.address, "192.0.2.3": b.address},
+                               tmp_path, timeout=240, env=cluster.env(),
+                               prefix=tuple(cluster.command(a, [])))
+        left = _settled(cluster)
     reports = horovodrun.HorovodResult([], 0, out.stdout, out.stderr, 0, 0).reports()
-    assert sorted(r["rank"] for r in reports) == [0, 1]
+    assert [(r["rank"], r["host"]) for r in sorted(reports, key=lambda r: r["rank"])] == [
+        (0, a.address), (1, b.address)]
     assert len({r["checksum"] for r in reports}) == 1
+    assert left == [[], []], "a process of the job outlived horovodrun on a host"
     assert running([r["pid"] for r in reports]) == []
+
+
+@needs_horovod
+def test_across_hosts_the_timeout_stops_every_process_on_every_host(can_make_hosts):
+    # The ranks sleep; at the timeout run_horovod stops horovodrun (in host1) and what it
+    # started, and what appeared in host2 (rank 1 under its sshd session): none of it is a
+    # descendant of horovodrun, run_horovod finds it among host2's processes.
+    with Hosts(2) as cluster:
+        a, b = cluster
+        start = time.perf_counter()
+        with pytest.raises(horovodrun.HorovodError, match="did not finish within 8 s") as caught:
+            horovodrun.run_horovod([sys.executable, "-c", "import time; time.sleep(120)"],
+                                   np=2, emulated=cluster, timeout=8)
+        left = _settled(cluster, 0)
+    result = caught.value.result
+    assert time.perf_counter() - start < 30
+    assert result.command[result.command.index("-H") + 1] == f"{a.address}:1,{b.address}:1"
+    assert result.by_host["host1"] and result.by_host["host2"]
+    assert set(result.by_host["host2"]) <= set(result.pids)
+    assert left == [[], []] and running(result.pids) == []
+
+
+def test_running_across_hosts_checks_its_arguments():
+    cluster = Hosts(2)
+    with pytest.raises(ValueError, match="inside its with block"):
+        horovodrun.run_horovod(PROGRAM, emulated=cluster)
+    cluster.hosts.append(Host("host1", "mgpu00000-h1", "10.1.2.1", "mgpu00000v1"))
+    with pytest.raises(ValueError, match="np=2 ranks, one per host, need 2 hosts"):
+        horovodrun.run_horovod(PROGRAM, emulated=cluster)
+    with pytest.raises(ValueError, match="'localhost' is none of 10.1.2.1"):
+        horovodrun.run_horovod(PROGRAM, hosts="localhost:2", emulated=cluster)
+    with pytest.raises(ValueError, match="network_interface='lo' cannot join emulated hosts"):
+        horovodrun.run_horovod(PROGRAM, hosts="10.1.2.1:2", emulated=cluster,
+                               network_interface="lo")
+    cluster = Hosts(2, ssh=False)
+    cluster.hosts += [Host("host1", "mgpu00000-h1", "10.1.2.1", "mgpu00000v1"),
+                      Host("host2", "mgpu00000-h2", "10.1.2.2", "mgpu00000v2")]
+    with pytest.raises(ValueError, match="over ssh, but emulated was made with ssh=False"):
+        horovodrun.run_horovod(PROGRAM, emulated=cluster)
+
+
+@needs_horovod
+def test_horovods_collectives_bind_to_the_address_of_the_hosts_name(can_make_hosts):
+    # Horovod 0.28.1 gives HOROVOD_GLOO_IFACE (horovodrun's --network-interface) to its first
+    # Gloo context only; the contexts of its process sets, which every collective uses, get a
+    # device of their own with no interface (GlooContext::InitializeForProcessSet), so Gloo takes
+    # the address of this machine's name (CreateDeviceAttr). In an emulated host that name
+    # resolves to the host's address (hosts.py: /etc/netns/NAMESPACE/hosts).
+    env = {"HOROVOD_GLOO_IFACE": "lo", "HOROVOD_LOG_LEVEL": "debug", "HOROVOD_RANK": "0",
+           "HOROVOD_SIZE": "1", "HOROVOD_LOCAL_RANK": "0", "HOROVOD_LOCAL_SIZE": "1",
+           "HOROVOD_CROSS_RANK": "0", "HOROVOD_CROSS_SIZE": "1", "HOROVOD_CONTROLLER": "gloo",
+           "HOROVOD_CPU_OPERATIONS": "gloo"}
+    with Hosts(1, ssh=False) as cluster:
+        (host,) = cluster
+        init = [sys.executable, "-c", "import mgpu.programs.horovod as h; h._hvd()"]
+        done = subprocess.run(cluster.command(host, init), env=cluster.env({**os.environ, **env}),
+                              capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-2000:]
+    devices = dict(re.findall(r"\] (\w+?) rendezvous started for .*?addr=\[([\d.]+)\]",
+                              done.stdout + done.stderr))
+    process_set = [name for name in devices if name.startswith("global_process_set")]
+    assert devices["global"] == "127.0.0.1", devices
+    assert process_set and devices[process_set[0]] == host.address, devices
 
 
 def test_a_missing_horovod_says_how_to_install_it(monkeypatch):

@@ -163,7 +163,8 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
     was killed: ``horovodrun`` does not see it die, and the other ranks are on their
     own. In ``meet``, a directory, the ranks wait for each other before ``hvd.init()``,
     so that a short ``HOROVOD_GLOO_TIMEOUT_SECONDS`` does not cut the rendezvous of a
-    rank that was slow to start. Prints one JSON line per round and event.
+    rank that was slow to start. Prints one JSON line per round and event (a round's
+    line holds ``host``, the host ``horovodrun -H`` ran the rank on).
     """
     if how not in HOWS:
         raise ValueError(f"how must be 'kill', 'stop' or 'sleep', not {how!r}")
@@ -195,8 +196,13 @@ def allreduce_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
             report(rank=rank, event="allreduce failed", pid=os.getpid(),
                    time=time.time(), error=str(err).strip().splitlines()[0])
             raise
-        report(rank=rank, size=hvd.size(), round=step, pid=os.getpid(), sent=rank + 1,
-               received=summed.tolist(), time=time.time())
+        report(rank=rank, size=hvd.size(), round=step, pid=os.getpid(), host=_host(),
+               sent=rank + 1, received=summed.tolist(), time=time.time())
+
+
+def _host() -> str:
+    """The host this rank runs on, as ``horovodrun -H`` named it (its address)."""
+    return os.environ.get("HOROVOD_HOSTNAME", "")
 
 
 def _keep(options: list[str]) -> None:
@@ -258,7 +264,7 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
     Every rank loads the same ``subset`` of Fashion-MNIST and trains on its own shard;
     the line it prints has the same fields as :func:`mgpu.programs.ps.train_demo`'s:
     rank, size, examples per epoch, accuracies, epoch times and a checksum of the final
-    parameters.
+    parameters, plus its process id and ``host``, the host ``horovodrun -H`` ran it on.
     """
     from mgpu.data import load_fashion_mnist
     from mgpu.models import LeNet
@@ -271,7 +277,8 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
                          seed=seed, verbose=False)
     # This rank's examples per epoch.
     examples = round(hist.images_per_sec[-1] * hist.epoch_time[-1])
-    report(rank=hvd.rank(), num_workers=hvd.size(), pid=os.getpid(), examples=examples,
+    report(rank=hvd.rank(), num_workers=hvd.size(), pid=os.getpid(), host=_host(),
+           examples=examples,
            batch_size=hist.batch_size, test_acc=hist.test_acc[-1],
            train_acc=hist.train_acc[-1], loss=hist.loss[-1],
            epoch_time=hist.epoch_time, checksum=params_checksum(net))
