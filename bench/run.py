@@ -26,10 +26,21 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the package ``bench`` importable
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench import allreduce, common, data, docs_build, engines, overhead, scaling, targets  # noqa: E402
+from bench import (  # noqa: E402
+    allreduce,
+    common,
+    data,
+    docs_build,
+    engines,
+    hosts,
+    overhead,
+    scaling,
+    targets,
+)
 
 TEMP_COPY = 4  # MXNET_CPU_TEMP_COPY for the scaling_temp_copy part: MXNet's own default
-PARTS = ["data", "overhead", "scaling", "scaling_temp_copy", "allreduce", "engines", "docs_build"]
+PARTS = ["data", "overhead", "scaling", "scaling_temp_copy", "allreduce", "engines", "hosts",
+         "docs_build"]
 #: What --quick leaves out unless --only names it: building the book takes minutes.
 NOT_QUICK = {"docs_build"}
 
@@ -66,7 +77,8 @@ def main(argv=None) -> int:
     funcs = {"data": data.run, "overhead": overhead.run,
              "scaling": lambda c: scaling.run(c, fair=not args.no_fair_baseline),
              "scaling_temp_copy": lambda _: scaling.run_temp_copy(mode, args.temp_copy),
-             "allreduce": allreduce.run, "engines": engines.run, "docs_build": docs_build.run}
+             "allreduce": allreduce.run, "engines": engines.run, "hosts": hosts.run,
+             "docs_build": docs_build.run}
     path = args.out_dir / "results.json"
     earlier = load_earlier(path, mode, parser) if args.update else None
     started = time.perf_counter()

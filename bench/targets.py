@@ -57,6 +57,10 @@ TARGETS = [
            "docs_build.code_edit_executed_page", unit="chapters"),
     Target("docs_code_edit_others", "other chapters executed after a code edit of one", "<=", 0,
            "docs_build.code_edit_executed_others", unit="chapters"),
+    Target("hosts_dist_sync", "dist_sync round across hosts at 200 Mbit/s / link model",
+           "<=", 1.15, "hosts.dist_sync.ratio_to_model"),
+    Target("hosts_ring", "Horovod ring allreduce across hosts at 200 Mbit/s / link model",
+           "<=", 1.25, "hosts.ring.ratio_to_model"),
     Target("data_load", "load_fashion_mnist(), the whole data set", "<=", 1.0,
            "data.load_fashion_mnist_seconds.median", unit="s"),
 ]

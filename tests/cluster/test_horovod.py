@@ -213,15 +213,22 @@ def test_the_books_horovodrun_command_runs_across_two_hosts(can_make_hosts, real
     # As a reader would on a cluster: the command runs on host1, which starts rank 0 itself and
     # rank 1 on host2 over ssh (with the run's key); the ranks meet over eth0.
     (command,) = book_commands("horovod.md", "## Across hosts over ssh", "horovodrun")
+    # HOME: horovodrun's cache of its host checks (~/.horovod) goes to tmp_path, not the user's
+    env_home = {"HOME": str(tmp_path), "MGPU_DATA_DIR": str(real_data_dir)}
     with Hosts(2) as cluster:
         a, b = cluster
+        netns = [subprocess.run(cluster.command(h, ["readlink", "/proc/self/ns/net"]),
+                                capture_output=True, text=True, check=True).stdout.strip()
+                 for h in (a, b)]
         out = run_book_command(command, {"192.0.2.2": a.address, "192.0.2.3": b.address},
-                               tmp_path, timeout=240, env=cluster.env(),
+                               tmp_path, timeout=240, env=cluster.env({**os.environ, **env_home}),
                                prefix=tuple(cluster.command(a, [])))
         left = _settled(cluster)
     reports = horovodrun.HorovodResult([], 0, out.stdout, out.stderr, 0, 0).reports()
-    assert [(r["rank"], r["host"]) for r in sorted(reports, key=lambda r: r["rank"])] == [
-        (0, a.address), (1, b.address)]
+    # where each rank said it ran (HOROVOD_HOSTNAME) and where its process really was
+    assert [(r["rank"], r["host"], r["netns"])
+            for r in sorted(reports, key=lambda r: r["rank"])] == [
+        (0, a.address, netns[0]), (1, b.address, netns[1])]
     assert len({r["checksum"] for r in reports}) == 1
     assert left == [[], []], "a process of the job outlived horovodrun on a host"
     assert running([r["pid"] for r in reports]) == []

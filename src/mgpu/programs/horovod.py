@@ -232,29 +232,38 @@ def _meet(directory: Path, rank: int, size: int, timeout: float = 300.0) -> None
         time.sleep(0.01)
 
 
-def allreduce_timing(rounds: int = 5, width: int = 64) -> None:
-    """Worker program: allreduce ResNet-18's gradients (62 arrays) with Horovod,
-    ``rounds`` times.
+def allreduce_timing(rounds: int = 5, width: int = 64, phases: int = 1,
+                     meet: str | None = None) -> None:
+    """Worker program: allreduce ResNet-18's gradients (62 arrays, at ``width``) with
+    Horovod, one warm-up round and ``rounds`` timed ones per phase.
 
-    Every round sums every gradient over the ranks, in place, between two waits; prints
-    one JSON line with the rank and each round's milliseconds, like
-    :func:`mgpu.programs.ps.push_pull_timing` does for the parameter server.
+    Every round sums every gradient over the ranks, in place (``hvd.allreduce_``),
+    between two waits; Horovod fuses the arrays that are ready together into one buffer
+    and sums it with Gloo's ring allreduce. Prints one JSON line per phase with the rank
+    and each round's milliseconds, like :func:`mgpu.programs.ps.push_pull_timing` does
+    for the parameter server. With ``meet`` every phase starts with
+    :func:`~mgpu.programs.ps.wait_to_go`, so that a launcher can change the hosts' links
+    between phases (:mod:`mgpu.probes.links`).
     """
     from mgpu.backend import mx
     from mgpu.models import gradient_shapes, resnet18_28
+    from mgpu.programs.ps import wait_to_go
 
     hvd = _hvd()
     grads = [mx.nd.ones(s) for s in gradient_shapes(resnet18_28(width=width))]
-    times = []
-    for r in range(rounds + 1):  # the first round warms up
-        mx.nd.waitall()
-        start = time.perf_counter()
-        for i, g in enumerate(grads):
-            hvd.allreduce_(g, average=False, name=f"timing{r}.{i}")
-        mx.nd.waitall()
-        times.append((time.perf_counter() - start) * 1e3)
-    report(rank=hvd.rank(), size=hvd.size(), pid=os.getpid(), tensors=len(grads),
-           numbers=sum(g.size for g in grads), ms=times[1:])
+    for phase in range(int(phases)):
+        if meet is not None:
+            wait_to_go(meet, phase, hvd.rank())
+        times = []
+        for r in range(rounds + 1):  # the first round warms up
+            mx.nd.waitall()
+            start = time.perf_counter()
+            for i, g in enumerate(grads):
+                hvd.allreduce_(g, average=False, name=f"timing{phase}.{r}.{i}")
+            mx.nd.waitall()
+            times.append((time.perf_counter() - start) * 1e3)
+        report(rank=hvd.rank(), size=hvd.size(), pid=os.getpid(), phase=phase,
+               tensors=len(grads), numbers=sum(g.size for g in grads), ms=times[1:])
 
 
 def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
@@ -278,7 +287,7 @@ def train_demo(subset: int = 2048, test_subset: int = 500, num_epochs: int = 1,
     # This rank's examples per epoch.
     examples = round(hist.images_per_sec[-1] * hist.epoch_time[-1])
     report(rank=hvd.rank(), num_workers=hvd.size(), pid=os.getpid(), host=_host(),
-           examples=examples,
+           netns=os.readlink("/proc/self/ns/net"), examples=examples,
            batch_size=hist.batch_size, test_acc=hist.test_acc[-1],
            train_acc=hist.train_acc[-1], loss=hist.loss[-1],
            epoch_time=hist.epoch_time, checksum=params_checksum(net))

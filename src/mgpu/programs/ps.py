@@ -23,7 +23,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from mxnet import gluon
 
 __all__ = ["params_checksum", "push_pull_demo", "push_pull_timing", "replay_workers",
-           "train_demo"]
+           "train_demo", "wait_to_go"]
 
 
 def push_pull_demo(shape: Sequence[int] = (2, 3), rounds: int = 1,
@@ -169,13 +169,24 @@ def replay_workers(num_workers: int = 1, subset: int = 2048, test_subset: int = 
     return hist.test_acc[-1], params_checksum(net)
 
 
-def push_pull_timing(rounds: int = 5, width: int = 64) -> None:
+def push_pull_timing(rounds: int = 5, width: int = 64, numbers: int | None = None,
+                     phases: int = 1, meet: str | None = None,
+                     threshold: float | None = None) -> None:
     """Worker program: push and pull ResNet-18's gradients (62 arrays) through
     ``dist_sync``.
 
     Every round pushes every gradient and pulls the sum back (the parameter server's
     allreduce), between two waits; prints one JSON line with the worker's rank and each
-    round's milliseconds. ``width`` is :func:`mgpu.models.resnet18_28`'s.
+    round's milliseconds. ``width`` is :func:`mgpu.models.resnet18_28`'s; with
+    ``numbers`` the worker pushes one array of that many numbers instead. With
+    ``threshold`` the store compresses the pushes to 2 bits per number.
+
+    ``phases`` repeats the measurement (one warm-up round, then ``rounds``), one JSON
+    line per phase. With ``meet``, a directory that the launching machine can see too
+    (emulated hosts share its file system), every phase starts with a barrier: the
+    worker creates ``ready<phase>.<rank>`` there and waits for ``go<phase>``, so that
+    the launcher can change the links between phases
+    (:func:`mgpu.probes.links.push_pull_across_hosts`).
     """
     import time
 
@@ -183,16 +194,47 @@ def push_pull_timing(rounds: int = 5, width: int = 64) -> None:
     from mgpu.models import gradient_shapes, resnet18_28
 
     kv = mx.kv.create("dist_sync")
-    grads = [mx.nd.ones(s) for s in gradient_shapes(resnet18_28(width=width))]
+    if threshold is not None:
+        kv.set_gradient_compression({"type": "2bit", "threshold": threshold})
+    shapes = ([(int(numbers),)] if numbers is not None
+              else gradient_shapes(resnet18_28(width=width)))
+    grads = [mx.nd.ones(s) for s in shapes]
     keys = list(range(len(grads)))
     kv.init(keys, grads)
-    times = []
-    for _ in range(rounds + 1):  # the first round warms up
-        mx.nd.waitall()
-        start = time.perf_counter()
-        kv.push(keys, grads)
-        kv.pull(keys, out=grads)
-        mx.nd.waitall()
-        times.append((time.perf_counter() - start) * 1e3)
-    report(rank=kv.rank, num_workers=kv.num_workers, tensors=len(grads),
-           numbers=sum(g.size for g in grads), ms=times[1:])
+    for phase in range(int(phases)):
+        if meet is not None:
+            wait_to_go(meet, phase, kv.rank)
+        times = []
+        for _ in range(rounds + 1):  # the first round warms up
+            mx.nd.waitall()
+            start = time.perf_counter()
+            kv.push(keys, grads)
+            kv.pull(keys, out=grads)
+            mx.nd.waitall()
+            times.append((time.perf_counter() - start) * 1e3)
+        report(rank=kv.rank, num_workers=kv.num_workers, phase=phase,
+               tensors=len(grads), numbers=sum(g.size for g in grads), ms=times[1:])
+
+
+def wait_to_go(meet: str, phase: int, rank: int, timeout: float = 600.0) -> None:
+    """Sign in as ready for ``phase`` in the directory ``meet``
+    (``ready<phase>.<rank>``) and wait until the launcher creates ``go<phase>`` there.
+
+    >>> import pathlib, tempfile
+    >>> with tempfile.TemporaryDirectory() as d:
+    ...     _ = (pathlib.Path(d) / "go0").touch()
+    ...     wait_to_go(d, 0, 1)
+    ...     sorted(p.name for p in pathlib.Path(d).iterdir())
+    ['go0', 'ready0.1']
+    """
+    import time
+    from pathlib import Path
+
+    directory = Path(meet)
+    (directory / f"ready{phase}.{rank}").touch()
+    deadline = time.monotonic() + timeout
+    while not (directory / f"go{phase}").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"rank {rank} waited {timeout:g} s for go{phase} in "
+                               f"{directory}: the launcher never started phase {phase}")
+        time.sleep(0.01)
