@@ -64,6 +64,21 @@ def test_host_ip_is_required():
     out = subprocess.run([*MXLAUNCH, "-n", "1", "--launcher", "local", "true"],
                          capture_output=True, text=True)
     assert out.returncode != 0 and "--host-ip is required" in out.stderr
+    assert "[--timeout SECONDS] [--keepalive SECONDS] LAUNCH.PY-OPTIONS" in out.stderr
+
+
+def test_help_prints_the_usage_and_launch_pys_options():
+    out = subprocess.run([*MXLAUNCH, "-h"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "python -m mgpu.cluster.mxlaunch --host-ip ADDRESS [--timeout SECONDS]" in out.stdout
+    assert "[--keepalive SECONDS] LAUNCH.PY-OPTIONS COMMAND..." in out.stdout
+    for option in ("--host-ip", "--timeout", "--keepalive", "ControlMaster=no"):
+        assert option in out.stdout
+    # -h after mxlaunch's own options: launch.py's help (argparse's usage line).
+    out = subprocess.run([*MXLAUNCH, "--host-ip", LOOPBACK, "-h"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("usage: launch.py") and "--launcher" in out.stdout, out.stdout
 
 
 def test_local_launch_sums_pushes():
@@ -238,6 +253,9 @@ def test_ssh_launch_puts_no_credential_on_any_command_line(tmp_path):
     assert proc.returncode == 0, err
     argvs = [json.loads(line) for line in log.read_text().splitlines()]
     assert len(argvs) == 3  # one server and two workers, started through ssh
+    # Never on a shared connection of the user's ssh configuration (its options would apply).
+    assert all(a[1:8] == ["-tt", "-o", "BatchMode=yes", "-o", "ControlMaster=no", "-o",
+                          "ControlPath=none"] for a in argvs), argvs
     values = [*SECRETS.values(), *GIVEN_SECRETS.values()]
     assert not [a for a in argvs if any(v in " ".join(a) for v in values)]
     assert not [c for c in cmdlines if any(v in c for v in values)]

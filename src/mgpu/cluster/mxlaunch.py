@@ -33,7 +33,11 @@ with five fixes:
    for a silent host, ``Connection to ... closed by remote host.`` when the host's
    processes were killed, ``sshd`` included); ``ssh`` runs at ``LogLevel=INFO`` for
    that, and its routine lines (``Connection to ... closed.``, ``Warning: Permanently
-   added ...``) are not shown. The launcher cannot stop processes on a host it cannot
+   added ...``) are not shown. Every client also runs with ``ControlMaster=no`` and
+   ``ControlPath=none``, whatever the user's ``ssh`` configuration says: a session
+   that rides on a shared connection (``ControlMaster``) gets the master's options,
+   not these keepalives, and a master that outlives the job would hold the client's
+   ``stderr`` open. The launcher cannot stop processes on a host it cannot
    reach: they end when that host's ``sshd`` learns that the client is gone, as soon
    as packets pass again (the client's machine answers for the closed connection), or
    after the ``sshd``'s own ``ClientAliveInterval``.
@@ -303,7 +307,7 @@ class _Processes:
         label = self._label(cmd, kwargs.get("env"))
         ssh = self.ssh_tty and isinstance(cmd, str) and cmd.startswith("ssh ")
         if ssh:
-            cmd = ("ssh -tt -o BatchMode=yes "
+            cmd = ("ssh -tt -o BatchMode=yes -o ControlMaster=no -o ControlPath=none "
                    f"-o ServerAliveInterval={self.keepalive:g} "
                    f"-o ServerAliveCountMax={KEEPALIVE_COUNT} -o LogLevel=INFO "
                    + cmd[len("ssh "):])
@@ -465,7 +469,8 @@ def _options(argv: list[str]) -> tuple[str, float, float, list[str]]:
     if host_ip is None:
         raise SystemExit(
             "usage: python -m mgpu.cluster.mxlaunch --host-ip ADDRESS "
-            "[--timeout SECONDS] LAUNCH.PY-OPTIONS COMMAND...\n--host-ip is required: "
+            "[--timeout SECONDS] [--keepalive SECONDS] LAUNCH.PY-OPTIONS COMMAND...\n"
+            "--host-ip is required: "
             "the address of this machine that every host of the job can reach "
             "(the scheduler listens "
             "there); 127.0.0.1 for a job on this machine only")
