@@ -2,35 +2,51 @@
 
 :class:`Hosts` makes ``n`` hosts, each a Linux network namespace with its own address
 on interface ``eth0``, joined by a veth pair to a bridge that the run creates and that
-nothing else is attached to: the subnet (a free ``/24`` of the private ranges, one that
-overlaps no address or route of this machine) exists only on that bridge, and the hosts
-have no route beyond it. The launching machine reaches the hosts through the bridge's
-own address, :attr:`Hosts.host_ip` (give it to a launcher as the scheduler's address).
+nothing else is attached to: the subnet (a free ``/24``, taken first from
+``198.18.0.0/15``, the range reserved for benchmarking (RFC 2544), then from the private
+ranges; one that overlaps no address or route of this machine) exists only on that
+bridge, and the hosts have no route beyond it. The launching machine reaches the hosts
+through the bridge's own address, :attr:`Hosts.host_ip` (give it to a launcher as the
+scheduler's address). Once the hosts exist, host1 connects to host2 and to the bridge's
+address: if a firewall drops that (``br_netfilter`` with a ``FORWARD`` policy of
+``DROP``, as Docker sets), entering the ``with`` block fails and says so.
 
 Each host's link is shaped with ``tc`` in both directions, as a full-duplex link of
-``rate`` would be; ``delay`` and ``loss`` apply to what the host sends (``netem``). Each
-host runs its own ``sshd`` on port 22 of its address, which accepts a key made for the
-run; :meth:`Hosts.env` gives an environment whose ``ssh`` uses that key, so a launcher
-with ``--launcher ssh -H hostfile`` reaches the hosts as it would real machines.
+``rate`` would be: ``tbf`` on the host's ``eth0`` (what it sends) and on the bridge side
+of its veth pair (what it receives). ``delay`` applies to what the host sends (``netem``
+on its ``eth0``). ``loss`` drops a random share of the packets the host sends, after
+they have left it: at the bridge side's ingress, a classic BPF filter picks them and
+``mirred`` redirects them into an ``ifb`` device whose queue holds none. The host's
+TCP is told nothing and retransmits them, as after a loss on a cable; what the host
+receives is not dropped (give the other hosts a loss for that). Each host runs its own
+``sshd`` on port 22 of its address, which accepts a key made for the run;
+:meth:`Hosts.env` gives an environment whose ``ssh`` uses that key, so a launcher with
+``--launcher ssh -H hostfile`` reaches the hosts as it would real machines.
 
 Everything is removed when the ``with`` block ends, on an exception and on ``SIGINT``,
 ``SIGTERM`` or ``SIGHUP`` too (in the main thread; a signal that arrives while the hosts
 are being removed waits until they are gone): the processes in each host (``ip netns
-pids``), the namespaces, the veth pairs, the bridge and the run's directory of keys and
-logs. The run changes no file outside that directory and its record in
-:data:`STATE_DIR` (no ``authorized_keys`` line: each ``sshd`` reads the run's own file)
-but each host's ``/etc/netns/NAMESPACE/hosts``, which ``ip netns exec`` mounts over
-``/etc/hosts`` in the host: there this machine's name resolves to the host's own
-address, as a machine's name does on a cluster (Gloo, under Horovod 0.28.1, binds to
-that address whatever ``--network-interface`` says).
+pids``, until none is left), the namespaces, the veth pairs, the ``ifb`` devices, the
+bridge and the run's directory of keys and logs. Outside that directory and its record
+in :data:`STATE_DIR`, a run writes only each host's ``/etc/netns/NAMESPACE/hosts``
+(removed with the host), which ``ip netns exec`` mounts over ``/etc/hosts`` in the host:
+there this machine's name resolves to the host's own address, as a machine's name does
+on a cluster (Gloo, under Horovod 0.28.1, binds to that address whatever
+``--network-interface`` says). It creates the directories ``/etc/netns`` and, with
+``ssh``, ``/run/sshd`` (``sshd``'s privilege separation directory) where they are
+missing, and leaves them; it adds no ``authorized_keys`` line (each ``sshd`` reads the
+run's own file) and changes no other file.
 Every name a run makes holds its id (:attr:`Hosts.run`), so runs in several processes
 at once do not collide. A run whose process was killed with ``SIGKILL`` leaves its
-hosts; ``python -m mgpu.cluster.hosts --clean`` (:func:`clean_stale_hosts`) removes
-those, and never touches a run whose process is alive.
+hosts, directory and record; the next run that starts, or ``python -m
+mgpu.cluster.hosts --clean`` (:func:`clean_stale_hosts`), removes those, and never
+touches a run whose process is alive.
 
 It needs root (``CAP_NET_ADMIN`` and ``CAP_SYS_ADMIN``), ``ip`` and ``tc`` (Debian's
-``iproute2``) and, for ``ssh=True``, Debian's ``openssh-server``; :func:`hosts_missing`
-says what is lacking. Standard library only.
+``iproute2``), a kernel with the ``tbf`` qdisc (for a loss also ``ingress``,
+``cls_bpf``, ``act_mirred`` and ``ifb``; for a delay ``netem``: :func:`netem_missing`)
+and, for ``ssh=True``, Debian's ``openssh-server``; :func:`hosts_missing` says what is
+lacking. Standard library only.
 
 The command runs a command while the hosts exist, with ``MGPU_HOST_IP`` (the bridge's
 address) and ``MGPU_HOSTS`` (the hosts' addresses) in its environment and ``ssh`` set
@@ -60,6 +76,7 @@ import sys
 import tempfile
 import threading
 import time
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -77,13 +94,16 @@ STATE_DIR = Path("/run/mgpu-hosts")
 #: ``ip netns exec NS`` mounts the files of ``/etc/netns/NS`` over those of ``/etc``.
 NETNS_ETC = Path("/etc/netns")
 _PREFIX = "mgpu"  # of every namespace, bridge and veth name a run makes
-_RUN_NAME = re.compile(rf"^{_PREFIX}([0-9a-f]{{5}})(-h\d+|br|v\d+|p\d+)$")
+_RUN_NAME = re.compile(rf"^{_PREFIX}([0-9a-f]{{5}})(-h\d+|br|v\d+|p\d+|i\d+)$")
 _RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$")
 _TIME = re.compile(r"^\d+(\.\d+)?(us|ms|s)$")
 _UNITS = {"bit": 1.0, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9}
-# The private ranges the hosts' /24 is taken from, in this order.
-_POOLS = ("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
-# Signals that end the process by default: while hosts exist they raise SystemExit.
+# The ranges the hosts' /24 is taken from, in this order: the one reserved for
+# benchmarking (RFC 2544), which no VPN or container network should use, then the
+# private ones (one of those may be reached through a default route, unseen).
+_POOLS = ("198.18.0.0/15", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")
+# Signals that end the process by default: while hosts exist they raise SystemExit
+# (SIGINT, when its handler is Python's own, KeyboardInterrupt).
 _TRAPPED = (signal.SIGTERM, signal.SIGHUP)
 _CAP_NET_ADMIN, _CAP_SYS_ADMIN = 12, 21
 
@@ -96,11 +116,17 @@ class HostsError(RuntimeError):
 class Link:
     """How a host's link is shaped.
 
-    ``rate`` (``tc`` units, e.g. ``"100mbit"``, ``"1gbit"``) limits both directions;
-    ``delay`` (e.g. ``"5ms"``) and ``loss`` (percent of packets) apply to what the host
-    sends, so a message between two hosts with ``delay="5ms"`` each takes 5 ms longer
-    and a round trip 10 ms longer. The default is an unshaped link. A delay needs the
-    kernel's ``netem`` qdisc (:func:`netem_missing`); loss does not.
+    ``rate`` (``tc`` units, e.g. ``"100mbit"``, ``"1gbit"``) limits both directions.
+    ``delay`` (e.g. ``"5ms"``) applies to what the host sends, so a message between two
+    hosts with ``delay="5ms"`` each takes 5 ms longer and a round trip 10 ms longer.
+    ``loss`` (percent) drops that share of the packets the host sends, at random, after
+    they have left the host (on the bridge side of its link, where its TCP cannot see
+    it): the sender's TCP retransmits them, as after a loss on a real cable. What the
+    host receives is not dropped: for a lossy path both ways, give both hosts a loss.
+    The default is an unshaped link. A delay needs the kernel's ``netem`` qdisc
+    (:func:`netem_missing`; without it a delay is refused, and on a kernel without
+    ``netem``, such as the one this book is built on, that path is untested); loss
+    does not (it uses ``ifb``, ``cls_bpf`` and ``act_mirred``).
 
     >>> Link(rate="100mbit").bits_per_second
     100000000.0
@@ -188,8 +214,9 @@ def _hint(message: str) -> str:
     if "Operation not permitted" in message:
         return (" (this process may not change the network: run as root with "
                 "CAP_NET_ADMIN and CAP_SYS_ADMIN)")
-    if "qdisc kind is unknown" in message:
-        return " (the kernel lacks sch_tbf or sch_netem: modprobe sch_tbf sch_netem)"
+    if "qdisc kind is unknown" in message or "Unknown device type" in message:
+        return (" (the kernel lacks a module: modprobe sch_tbf sch_ingress cls_bpf "
+                "act_mirred ifb, and sch_netem for a delay)")
     return ""
 
 
@@ -211,29 +238,16 @@ def netem_missing() -> str:
     return ""
 
 
-def _lossy_htb(dev: str, link: Link) -> list[list[str]]:
-    """``tc`` steps that drop a random ``link.loss`` percent of what ``dev`` sends, at
-    ``link.rate``, without ``netem``: class 1:10 of an ``htb`` carries the packets;
-    a classic BPF filter sends the others into class 1:20, whose queue holds none.
+def _drop_program(loss: float) -> str:
+    """A classic BPF program, as ``tc filter ... bpf bytecode`` takes it, that matches a
+    random ``loss`` percent of the packets: ``ld rand`` (``SKF_AD_RANDOM``); ``jge
+    threshold``; ``ret 1`` (a match); ``ret 0``.
 
-    >>> _lossy_htb("eth0", Link(rate="100mbit", loss=5))[-1][-1]
-    '4,32 0 0 4294963256,53 0 1 4080218931,6 0 0 65568,6 0 0 0'
+    >>> _drop_program(5)
+    '4,32 0 0 4294963256,53 0 1 4080218931,6 0 0 1,6 0 0 0'
     """
-    rate = link.rate or "100gbit"
-    # ld rand (SKF_AD_RANDOM); jge threshold; ret class 1:20; ret 0 (the default, 1:10)
-    threshold = min(2**32 - 1, round((1 - link.loss / 100) * 2**32))
-    program = (f"4,32 0 0 {2**32 - 0x1000 + 56},53 0 1 {threshold},"
-               f"6 0 0 {0x10020},6 0 0 0")
-    return [
-        ["qdisc", "add", "dev", dev, "root", "handle", "1:", "htb", "default", "10"],
-        ["class", "add", "dev", dev, "parent", "1:", "classid", "1:10", "htb",
-         "rate", rate, "burst", "256kb", "cburst", "256kb"],
-        ["class", "add", "dev", dev, "parent", "1:", "classid", "1:20", "htb",
-         "rate", "8bit"],
-        ["qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo",
-         "limit", "0"],
-        ["filter", "add", "dev", dev, "parent", "1:", "bpf", "bytecode", program],
-    ]
+    threshold = min(2**32 - 1, round((1 - loss / 100) * 2**32))
+    return f"4,32 0 0 {2**32 - 0x1000 + 56},53 0 1 {threshold},6 0 0 1,6 0 0 0"
 
 
 def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -243,6 +257,16 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess:
         error = done.stderr.strip()
         raise HostsError(f"ip {' '.join(args)} failed: {error}{_hint(error)}")
     return done
+
+
+def _tc(namespace: str | None, *args: str, check: bool = True) -> None:
+    """Run ``tc ARGS`` (in ``namespace`` if given); a failure raises :class:`HostsError`
+    with ``tc``'s message."""
+    argv = ["tc", *(["-n", namespace] if namespace else []), *args]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if check and done.returncode != 0:
+        error = done.stderr.strip()
+        raise HostsError(f"{' '.join(argv)} failed: {error}{_hint(error)}")
 
 
 def _used_networks() -> list[ipaddress.IPv4Network]:
@@ -345,19 +369,26 @@ def _run_of(name: str) -> str:
 
 
 def _remove_run(run: str, directory: str | os.PathLike[str] | None = None) -> list[str]:
-    """Stop the processes of run ``run``'s hosts, delete its namespaces, veths, bridge,
-    directory and record; return what is still there afterwards."""
+    """Stop the processes of run ``run``'s hosts, delete its namespaces, veths, ``ifb``
+    devices, bridge, directory and record; return what is still there afterwards.
+
+    :data:`NETNS_ETC` itself stays (another run, or the administrator, may use it)."""
     namespaces = [n for n in _names()[0] if _run_of(n) == run]
-    pids = sorted({int(p) for ns in namespaces
-                   for p in _ip("netns", "pids", ns, check=False).stdout.split()})
-    if pids:
-        stop_processes(pids, grace=TERM_GRACE)
+    pids: set[int] = set()
+    # A process may start a process in a host while the first ones are stopped: look
+    # again until a look finds none (a process left would keep its namespace alive,
+    # without a name, after "ip netns del").
+    for _ in range(20):
+        found = running(sorted({int(p) for ns in namespaces for p in
+                                _ip("netns", "pids", ns, check=False).stdout.split()}))
+        if not found:
+            break
+        pids.update(found)
+        stop_processes(found, grace=TERM_GRACE)
     for ns in namespaces:
         _ip("netns", "del", ns, check=False)
     for etc in NETNS_ETC.glob(f"{_PREFIX}{run}-h*"):
         shutil.rmtree(etc, ignore_errors=True)
-    with contextlib.suppress(OSError):
-        NETNS_ETC.rmdir()  # only if no other namespace has files there
     # A namespace's veth ends vanish with it, a moment later; the bridge stays.
     for _ in range(100):
         ours = [i for i in _names()[1] if _run_of(i) == run]
@@ -373,7 +404,7 @@ def _remove_run(run: str, directory: str | os.PathLike[str] | None = None) -> li
             shutil.rmtree(path, ignore_errors=True)
     namespaces, interfaces = (
         [n for n in names if _run_of(n) == run] for names in _names())
-    still = running(pids)
+    still = running(sorted(pids))
     left = [f"processes {still}"] if still else []
     left += [f"namespace {ns}" for ns in namespaces]
     left += [f"interface {name}" for name in interfaces]
@@ -442,7 +473,8 @@ def _signals_held() -> Iterator[list[int]]:
 
 
 def _deliver(got: Sequence[int]) -> None:
-    """Act on the first signal held by :func:`_signals_held`, as its handler would."""
+    """Act on the first signal held by :func:`_signals_held` or :func:`_exit_on_signal`,
+    as its handler would."""
     if not got:
         return
     handler = signal.getsignal(got[0])
@@ -452,7 +484,23 @@ def _deliver(got: Sequence[int]) -> None:
         raise SystemExit(128 + got[0])
 
 
+#: Signals that arrived while :meth:`Hosts.__exit__` ran but before it held signals
+#: itself: it delivers them once the hosts are gone.
+_HELD: list[int] = []
+
+
 def _exit_on_signal(signum: int, frame: FrameType | None) -> None:
+    """The handler of a trapped signal: raise :class:`SystemExit` (``KeyboardInterrupt``
+    for ``SIGINT``), so that the ``with`` block's cleanup runs; but while
+    :meth:`Hosts.__exit__` runs (``frame`` is inside it) that is the cleanup, and the
+    signal is held in :data:`_HELD` instead."""
+    while frame is not None:
+        if frame.f_code is Hosts.__exit__.__code__:
+            _HELD.append(signum)
+            return
+        frame = frame.f_back
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
     raise SystemExit(128 + signum)
 
 
@@ -517,6 +565,11 @@ class Hosts:
         lacks = hosts_missing(self.ssh)
         if lacks:
             raise HostsError("cannot make hosts here; missing: " + "; ".join(lacks))
+        delays = [link.delay for link in map(self._link_of, range(self.n))
+                  if link.delay]
+        if delays and netem_missing():  # refused before anything is made
+            raise HostsError(f"delay={delays[0]!r} needs the kernel's netem qdisc: "
+                             f"{netem_missing()}")
         self._trap()
         try:
             clean_stale_hosts()
@@ -529,6 +582,7 @@ class Hosts:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # A trapped signal that arrives from here on is held (see _exit_on_signal).
         left: list[str] = []
         try:
             with _signals_held() as got:
@@ -543,18 +597,25 @@ class Hosts:
                     self.run, self.host_ip, self._dir = "", "", None
         finally:
             self._untrap()
-        _deliver(got)
+        held = [*_HELD, *got]
+        _HELD.clear()
+        _deliver(held)
         if left and exc[0] is None:
-            raise HostsError("could not remove " + ", ".join(left))
+            raise HostsError("could not remove " + ", ".join(left) + ": once this "
+                             "process has ended, run 'python -m mgpu.cluster.hosts "
+                             "--clean' as root to remove them")
 
     def _trap(self) -> None:
-        """Turn ``SIGTERM`` and ``SIGHUP`` into :class:`SystemExit` while the hosts
-        exist, so that the ``with`` block's cleanup runs (where their handlers are the
-        default ones, and only in the main thread)."""
+        """Turn ``SIGTERM`` and ``SIGHUP`` into :class:`SystemExit` and ``SIGINT`` into
+        ``KeyboardInterrupt`` while the hosts exist, so that the ``with`` block's
+        cleanup runs, and hold them while it runs (:func:`_exit_on_signal`; where their
+        handlers are the default ones, and only in the main thread)."""
         if threading.current_thread() is not threading.main_thread():
             return
-        for sig in _TRAPPED:
-            if signal.getsignal(sig) == signal.SIG_DFL:
+        for sig in (signal.SIGINT, *_TRAPPED):
+            default = (signal.default_int_handler if sig == signal.SIGINT
+                       else signal.SIG_DFL)
+            if signal.getsignal(sig) == default:
                 self._trapped[sig] = signal.signal(sig, _exit_on_signal)
 
     def _untrap(self) -> None:
@@ -572,11 +633,15 @@ class Hosts:
                 if (run not in taken and not (STATE_DIR / f"{run}.json").exists()
                         and not (STATE_DIR / f"{run}.pid").exists()):
                     break
-            self._dir = Path(tempfile.mkdtemp(prefix=f"mgpu-hosts-{run}-"))
-            record = {"pid": os.getpid(), "start": _start_time(os.getpid()),
-                      "dir": str(self._dir)}
-            (STATE_DIR / f"{run}.json").write_text(json.dumps(record))
+            # The id first: from here on __exit__ removes whatever the run made, even
+            # if a signal stops the next steps (the directory is found by its name).
             self.run = run
+            record = {"pid": os.getpid(), "start": _start_time(os.getpid()),
+                      "dir": None}
+            (STATE_DIR / f"{run}.json").write_text(json.dumps(record))
+            self._dir = Path(tempfile.mkdtemp(prefix=f"mgpu-hosts-{run}-"))
+            record["dir"] = str(self._dir)
+            (STATE_DIR / f"{run}.json").write_text(json.dumps(record))
 
     def _make(self, rng: random.Random) -> None:
         bridge = f"{_PREFIX}{self.run}br"
@@ -603,9 +668,47 @@ class Hosts:
             _ip("-n", host.namespace, "link", "set", "eth0", "up")
             _ip("-n", host.namespace, "link", "set", "lo", "up")
             self.hosts.append(host)
-            self.shape(host, self.links.get(i, self.link))
+            self.shape(host, self._link_of(i))
+        self._check_paths()
         if self.ssh:
             self._start_sshd()
+
+    def _link_of(self, i: int) -> Link:
+        """The link host ``i`` (0 for ``host1``) is made with."""
+        return self.links.get(i, self.link)
+
+    def _check_paths(self) -> None:
+        """Raise :class:`HostsError`, naming the likely cause, unless host1 reaches
+        host2 and the bridge's address (a TCP connection answered, or refused)."""
+        first, bridge = self.hosts[0], f"{_PREFIX}{self.run}br"
+        targets = [self.host_ip, *(h.address for h in self.hosts[1:2])]
+        done = subprocess.run(
+            self.command(first, [sys.executable, "-I", "-S", "-c", _PROBE,
+                                 str(_PROBE_SECONDS), *targets]),
+            stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+        if done.returncode != 0:
+            raise HostsError(f"the probe in {first.name} failed: {done.stderr.strip()}")
+        failed = dict(line.split(" ", 1) for line in done.stdout.splitlines())
+        if self.host_ip in failed:
+            raise HostsError(
+                f"host1 ({first.address}) cannot reach this machine's address on the "
+                f"bridge {bridge} ({self.host_ip}): {failed[self.host_ip]}. A firewall "
+                "drops what the hosts send to it (see iptables -S INPUT, nft list "
+                "ruleset): allow it, e.g. iptables -I INPUT -i 'mgpu+' -j ACCEPT")
+        if failed:
+            [(address, error)] = failed.items()
+            call = Path("/proc/sys/net/bridge/bridge-nf-call-iptables")
+            setting = (f"net.bridge.bridge-nf-call-iptables is "
+                       f"{call.read_text().strip()}" if call.exists() else
+                       "not loaded here")
+            raise HostsError(
+                f"host1 ({first.address}) cannot reach host2 ({address}) across the "
+                f"bridge {bridge}: {error}. Something drops packets between the ports "
+                f"of a bridge: most likely br_netfilter ({setting}) with a FORWARD "
+                "policy of DROP, as Docker sets (iptables -S FORWARD). Allow the "
+                "hosts' bridges, e.g. iptables -I FORWARD -i 'mgpu+' -o 'mgpu+' -j "
+                "ACCEPT, or stop passing bridged packets to iptables: sysctl "
+                "net.bridge.bridge-nf-call-iptables=0")
 
     def _require_made(self) -> None:
         if not self.run:
@@ -617,49 +720,63 @@ class Hosts:
     def shape(self, host: Host, link: Link) -> None:
         """Give ``host`` the link ``link`` (replacing its current shaping).
 
-        ``delay`` needs the kernel's ``netem`` qdisc; without it (see
-        :func:`netem_missing`) a delay raises :class:`HostsError`, and ``loss`` is made
-        by a classic BPF filter that sends a random ``loss`` percent of the packets into
-        an ``htb`` class whose queue holds none. With ``loss`` the host sends one packet
-        at a time (``gso_max_segs 1``, for connections opened from then on), so that
-        what is lost is packets, not 64 KB bursts; that costs CPU (unshaped, about
+        The rate is a ``tbf`` on the host's ``eth0`` and one on the bridge side of its
+        veth pair; a delay is ``netem`` on ``eth0``: without ``netem`` (see
+        :func:`netem_missing`) a delay raises :class:`HostsError` and nothing changes.
+        A loss is made where the host's TCP cannot see it: at the ingress of the bridge
+        side, a classic BPF filter matches a random ``loss`` percent of the packets the
+        host sends, and ``mirred`` redirects those into an ``ifb`` device of the host
+        whose ``pfifo`` holds none, so they are dropped (``tc -s qdisc show dev IFB``
+        counts them) and the sender retransmits them. With ``loss`` the host sends one
+        packet at a time (``gso_max_segs 1``, for connections opened from then on), so
+        that what is lost is packets, not 64 KB bursts; that costs CPU (unshaped, about
         half the throughput), so only lossy links do it."""
+        self._require_made()
+        if not isinstance(link, Link):
+            raise ValueError(f"link must be a Link, not {link!r}")
         if link.delay and netem_missing():
             raise HostsError(f"delay={link.delay!r} needs the kernel's netem qdisc: "
                              f"{netem_missing()}")
-        _ip("-n", host.namespace, "link", "set", "eth0", "gso_max_segs",
+        ns, port = host.namespace, host.port
+        _ip("-n", ns, "link", "set", "eth0", "gso_max_segs",
             "1" if link.loss else "65535")
-        sides = ((host.namespace, "eth0", True), (None, host.port, False))
-        for namespace, dev, own in sides:
-            prefix = ["ip", "netns", "exec", namespace] if namespace else []
-            subprocess.run([*prefix, "tc", "qdisc", "del", "dev", dev, "root"],
-                           capture_output=True)
-            netem = []
-            if own and link.delay:
-                netem += ["delay", link.delay]
-            if own and link.loss:
-                netem += ["loss", f"{link.loss}%"]
-            tbf = (["tbf", "rate", link.rate, "burst", "256kb", "latency", "400ms"]
-                   if link.rate else [])
-            steps = []
-            if netem and netem_missing():  # loss only: a delay was refused above
-                steps = _lossy_htb(dev, link)
-            elif netem:
-                steps.append(["qdisc", "add", "dev", dev, "root", "handle", "1:",
-                              "netem", *netem, "limit", "100000"])
-                if tbf:
-                    steps.append(["qdisc", "add", "dev", dev, "parent", "1:1",
-                                  "handle", "10:", *tbf])
-            elif tbf:
-                steps.append(["qdisc", "add", "dev", dev, "root", "handle", "10:",
-                              *tbf])
-            for step in steps:
-                done = subprocess.run([*prefix, "tc", *step],
-                                      capture_output=True, text=True)
-                if done.returncode != 0:
-                    error = done.stderr.strip()
-                    raise HostsError(f"tc {' '.join(step)} failed: "
-                                     f"{error}{_hint(error)}")
+        tbf = (["tbf", "rate", link.rate, "burst", "256kb", "latency", "400ms"]
+               if link.rate else [])
+        # What the host sends: its eth0.
+        _tc(ns, "qdisc", "del", "dev", "eth0", "root", check=False)
+        if link.delay:
+            _tc(ns, "qdisc", "add", "dev", "eth0", "root", "handle", "1:", "netem",
+                "delay", link.delay, "limit", "100000")
+            if tbf:
+                _tc(ns, "qdisc", "add", "dev", "eth0", "parent", "1:1", "handle", "10:",
+                    *tbf)
+        elif tbf:
+            _tc(ns, "qdisc", "add", "dev", "eth0", "root", "handle", "10:", *tbf)
+        # What it receives: the bridge side's egress.
+        _tc(None, "qdisc", "del", "dev", port, "root", check=False)
+        if tbf:
+            _tc(None, "qdisc", "add", "dev", port, "root", "handle", "10:", *tbf)
+        # What it sent, once it has left the host: the bridge side's ingress.
+        _tc(None, "qdisc", "del", "dev", port, "ingress", check=False)
+        ifb = self._ifb(host)
+        made = _ip("link", "show", "dev", ifb, check=False).returncode == 0
+        if not link.loss:
+            if made:
+                _ip("link", "del", ifb, check=False)
+            return
+        if not made:
+            _ip("link", "add", ifb, "type", "ifb")
+            _tc(None, "qdisc", "add", "dev", ifb, "root", "handle", "1:", "pfifo",
+                "limit", "0")
+            _ip("link", "set", ifb, "up")
+        _tc(None, "qdisc", "add", "dev", port, "handle", "ffff:", "ingress")
+        _tc(None, "filter", "add", "dev", port, "parent", "ffff:", "protocol", "all",
+            "prio", "1", "bpf", "bytecode", _drop_program(link.loss),
+            "action", "mirred", "egress", "redirect", "dev", ifb)
+
+    def _ifb(self, host: Host) -> str:
+        """The name of the ``ifb`` device that drops ``host``'s lost packets."""
+        return f"{_PREFIX}{self.run}i{host.port.rsplit('v', 1)[1]}"
 
     def set_link(self, host: Host, up: bool) -> None:
         """Plug ``host``'s cable in (``up=True``) or pull it out: its packets stop, its
@@ -699,27 +816,43 @@ class Hosts:
                    megabytes: float = 20.0) -> float:
         """Bit/s of one TCP connection that sends ``megabytes`` from ``sender`` to
         ``receiver`` (measured at the receiver, from the first byte to the last). The
-        receiver listens on a port the system picks, so calls may run in parallel."""
+        receiver listens on a port the system picks, so calls may run in parallel. It
+        checks what arrived (the count of bytes and their CRC-32): other bytes raise
+        :class:`HostsError`."""
         self._require_made()
         if not megabytes > 0:
             raise ValueError(f"megabytes must be above 0, not {megabytes!r}")
+        size = max(1, int(megabytes * 1e6))
         server = subprocess.Popen(
             self.command(receiver, [sys.executable, "-c", _RECEIVER, receiver.address]),
-            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            text=True)
         try:
             assert server.stdout is not None
             ready = server.stdout.readline().split()  # "listening PORT"
             if ready[:1] != ["listening"]:
-                raise HostsError(f"the receiver on {receiver.name} did not start")
+                server.kill()
+                _, err = server.communicate()
+                raise HostsError(f"the receiver on {receiver.name} did not start: "
+                                 f"{err.strip()[-500:] or 'it printed nothing'}")
             sent = subprocess.run(
                 self.command(sender, [sys.executable, "-c", _SENDER, receiver.address,
-                                      ready[1], str(int(megabytes * 1e6))]),
+                                      ready[1], str(size)]),
                 stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=600)
             if sent.returncode != 0:
                 raise HostsError(f"sending from {sender.name} to {receiver.name} "
                                  f"failed: {sent.stderr.strip()[-500:]}")
-            out, _ = server.communicate(timeout=60)
-            return float(out)
+            out, err = server.communicate(timeout=60)
+            if server.returncode != 0:
+                raise HostsError(f"the receiver on {receiver.name} failed: "
+                                 f"{err.strip()[-500:]}")
+            rate, got, crc = out.split()
+            want = zlib.crc32(_payload(size))
+            if (int(got), int(crc)) != (size, want):
+                raise HostsError(
+                    f"{receiver.name} received {got} bytes (CRC-32 {int(crc):08x}) but "
+                    f"{sender.name} sent {size} (CRC-32 {want:08x})")
+            return float(rate)
         finally:
             if server.poll() is None:
                 server.kill()
@@ -816,22 +949,51 @@ class Hosts:
 
 
 _RECEIVER = """
-import socket, sys, time
+import socket, sys, time, zlib
 s = socket.socket(); s.bind((sys.argv[1], 0)); s.listen(1)
 print("listening", s.getsockname()[1], flush=True)
-c, _ = s.accept(); n = 0; start = None
+c, _ = s.accept(); n = crc = 0; start = None
 while True:
     b = c.recv(1 << 20)
     if not b: break
     if start is None: start = time.perf_counter()
-    n += len(b)
-print(8 * n / (time.perf_counter() - start))
+    n += len(b); crc = zlib.crc32(b, crc)
+print(8 * n / max(time.perf_counter() - start, 1e-9), n, crc)
 """
+# The sender's bytes: _payload(size), written out (the sender imports no mgpu).
 _SENDER = """
-import socket, sys
+import random, socket, sys
+n = int(sys.argv[3]); block = random.Random(0).randbytes(1 << 20)
+data = (block * (n // len(block) + 1))[:n]
 s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
-s.sendall(b"x" * int(sys.argv[3])); s.close()
+s.sendall(data); s.close()
 """
+
+
+def _payload(size: int) -> bytes:
+    """The ``size`` bytes that :data:`_SENDER` sends.
+
+    >>> data = _payload(3 << 20)  # a random MiB, three times
+    >>> len(data), data[:1 << 20] == data[2 << 20:], len(set(data[:1 << 20])) == 256
+    (3145728, True, True)
+    """
+    block = random.Random(0).randbytes(1 << 20)
+    return (block * (size // len(block) + 1))[:size]
+
+
+# Connects to each address given (port 9, where nothing listens: a refusal is an answer)
+# and prints "ADDRESS ERROR" for each that gave none within argv[1] seconds.
+_PROBE = """
+import socket, sys
+for address in sys.argv[2:]:
+    try:
+        socket.create_connection((address, 9), timeout=float(sys.argv[1])).close()
+    except ConnectionRefusedError:
+        pass
+    except OSError as err:
+        print(address, err or type(err).__name__)
+"""
+_PROBE_SECONDS = 3.0
 
 
 def _run_command(command: Sequence[str], env: Mapping[str, str]) -> int:
@@ -856,9 +1018,11 @@ def main(argv: list[str] | None = None) -> int:
                     "Needs root.")
     parser.add_argument("-n", type=int, default=2, help="number of hosts (default 2)")
     parser.add_argument("--rate", help="each link's rate, e.g. 100mbit, 1gbit")
-    parser.add_argument("--delay", help="delay added to what each host sends, e.g. 5ms")
+    parser.add_argument("--delay", help="delay added to what each host sends, e.g. 5ms "
+                        "(needs the kernel's netem qdisc)")
     parser.add_argument("--loss", type=float, default=0.0,
-                        help="percent of each host's packets dropped")
+                        help="percent of the packets each host sends that are dropped "
+                             "after leaving it (TCP retransmits them), e.g. 1")
     parser.add_argument("--hostfile",
                         help="write the hosts' addresses to this new file (removed "
                              "at the end)")
