@@ -197,16 +197,6 @@ def test_timeout_kills_a_job_that_hangs():
     assert time.perf_counter() - start < 30
 
 
-def _settled(cluster: Hosts, seconds: float = 5.0) -> list[list[int]]:
-    """The processes left in each host (sshd aside), once they have had ``seconds`` to end."""
-    deadline = time.monotonic() + seconds
-    while True:
-        left = [cluster.processes(h) for h in cluster]
-        if not any(left) or time.monotonic() > deadline:
-            return left
-        time.sleep(0.1)
-
-
 @needs_horovod
 def test_the_books_horovodrun_command_runs_across_two_hosts(can_make_hosts, real_data_dir,
                                                             tmp_path):
@@ -223,14 +213,14 @@ def test_the_books_horovodrun_command_runs_across_two_hosts(can_make_hosts, real
         out = run_book_command(command, {"192.0.2.2": a.address, "192.0.2.3": b.address},
                                tmp_path, timeout=240, env=cluster.env({**os.environ, **env_home}),
                                prefix=tuple(cluster.command(a, [])))
-        left = _settled(cluster)
+        left = cluster.left(5.0)
     reports = horovodrun.HorovodResult([], 0, out.stdout, out.stderr, 0, 0).reports()
     # where each rank said it ran (HOROVOD_HOSTNAME) and where its process really was
     assert [(r["rank"], r["host"], r["netns"])
             for r in sorted(reports, key=lambda r: r["rank"])] == [
         (0, a.address, netns[0]), (1, b.address, netns[1])]
     assert len({r["checksum"] for r in reports}) == 1
-    assert left == [[], []], "a process of the job outlived horovodrun on a host"
+    assert left == {}, "a process of the job outlived horovodrun on a host"
     assert running([r["pid"] for r in reports]) == []
 
 
@@ -245,13 +235,13 @@ def test_across_hosts_the_timeout_stops_every_process_on_every_host(can_make_hos
         with pytest.raises(horovodrun.HorovodError, match="did not finish within 8 s") as caught:
             horovodrun.run_horovod([sys.executable, "-c", "import time; time.sleep(120)"],
                                    np=2, emulated=cluster, timeout=8)
-        left = _settled(cluster, 0)
+        left = cluster.left()
     result = caught.value.result
     assert time.perf_counter() - start < 30
     assert result.command[result.command.index("-H") + 1] == f"{a.address}:1,{b.address}:1"
     assert result.by_host["host1"] and result.by_host["host2"]
     assert set(result.by_host["host2"]) <= set(result.pids)
-    assert left == [[], []] and running(result.pids) == []
+    assert left == {} and running(result.pids) == []
 
 
 def test_running_across_hosts_checks_its_arguments():

@@ -82,18 +82,6 @@ def _wait_connected(proc: subprocess.Popen) -> str:
     raise AssertionError(f"the job never started ({proc.returncode}):\n{''.join(seen)}")
 
 
-def _left(hosts: Hosts, seconds: float, among: list[Host] | None = None) -> dict[str, list]:
-    """The processes still on the hosts (``among``, default all) after waiting up to
-    ``seconds`` for them to end."""
-    among = list(hosts) if among is None else among
-    end = time.monotonic() + seconds
-    while True:
-        left = {h.name: hosts.processes(h) for h in among if hosts.processes(h)}
-        if not left or time.monotonic() > end:
-            return left
-        time.sleep(0.1)
-
-
 def _resent(hosts: Hosts, host: Host) -> int:
     """TCP segments ``host`` has retransmitted: RetransSegs of /proc/net/snmp, read inside the
     host (each network namespace counts its own)."""
@@ -125,11 +113,11 @@ def test_a_host_cut_off_mid_job(hosts, tmp_path):
                      rf"{KEEPALIVE} s apart\)", err), err
     assert "so the job was stopped" in err
     assert took < CUT_BOUND, f"mxlaunch ended the job {took:.1f} s after the cut"
-    assert _left(hosts, GONE_BOUND, among=list(hosts)[:2]) == {}
+    assert hosts.left(GONE_BOUND, among=list(hosts)[:2]) == {}
     assert hosts.processes(host3), "host3 cannot be reached: its processes are still there"
     hosts.set_link(host3, up=True)
     back = time.monotonic()
-    assert _left(hosts, BACK_BOUND) == {}, "processes left after the cable came back"
+    assert hosts.left(BACK_BOUND) == {}, "processes left after the cable came back"
     print(f"cut: mxlaunch exited {took:.1f} s after the cut; host3 empty "
           f"{time.monotonic() - back:.1f} s after the cable came back")
 
@@ -148,7 +136,7 @@ def test_a_hosts_processes_killed(hosts, tmp_path):
                      rf"after [\d.]+ s \(ssh said: Connection to {re.escape(host3.address)} "
                      r"closed by remote host\.\)", err), err
     assert took < KILL_BOUND, f"mxlaunch ended the job {took:.1f} s after the kill"
-    assert _left(hosts, GONE_BOUND) == {}
+    assert hosts.left(GONE_BOUND) == {}
 
 
 def test_five_percent_loss_on_one_link(hosts, real_data_dir, tmp_path):
@@ -169,5 +157,5 @@ def test_five_percent_loss_on_one_link(hosts, real_data_dir, tmp_path):
     assert took < LOSS_BOUND
     resent = _resent(hosts, host3) - resent_before
     assert resent > 0, "host3 retransmitted nothing: were its packets dropped?"
-    assert _left(hosts, GONE_BOUND) == {}
+    assert hosts.left(GONE_BOUND) == {}
     print(f"{LOSS_PERCENT} % loss: {took:.1f} s, {resent} segments retransmitted by host3")

@@ -43,16 +43,6 @@ def _wait_until_gone(root: int, seconds: float = 10.0) -> list[int]:
     return _tree(root)
 
 
-def _left_on(hosts: Hosts, seconds: float = 10.0) -> dict[str, list[int]]:
-    """The processes left on the hosts after waiting up to ``seconds`` for them to end."""
-    end = time.monotonic() + seconds
-    while True:
-        left = {h.name: hosts.processes(h) for h in hosts if hosts.processes(h)}
-        if not left or time.monotonic() > end:
-            return left
-        time.sleep(0.1)
-
-
 @pytest.fixture
 def hosts(can_make_hosts):
     """Three emulated hosts (host1 launches, host2 and host3 run the servers and workers)."""
@@ -134,7 +124,7 @@ def test_the_books_ssh_command(real_data_dir, hosts, tmp_path):
     where = sorted((role, ip) for _, role, ip in ASSIGNED.findall(out.stderr))
     assert where == sorted((role, h.address) for role in ("server", "worker")
                            for h in (host2, host3)), out.stderr
-    assert _left_on(hosts) == {}, "processes left on the hosts"
+    assert hosts.left(10.0) == {}, "processes left on the hosts"
 
 
 def test_ssh_job_with_a_dead_worker_leaves_nothing_on_the_hosts(hosts, tmp_path):
@@ -150,7 +140,7 @@ def test_ssh_job_with_a_dead_worker_leaves_nothing_on_the_hosts(hosts, tmp_path)
     assert re.search(r"worker on [\d.]+ \(through ssh\) exited with code 255", out.stderr)
     assert time.monotonic() - start < 60
     # The remote processes hang up with their terminal: none is left on any host.
-    assert _left_on(hosts) == {}, "processes left on the hosts"
+    assert hosts.left(10.0) == {}, "processes left on the hosts"
 
 
 def test_keepalive_needs_whole_seconds():

@@ -803,6 +803,19 @@ class Hosts:
         own = {p.pid for p in self._sshd}
         return [p for p in pids if p not in own]
 
+    def left(self, seconds: float = 0.0,
+             among: Sequence[Host] | None = None) -> dict[str, list[int]]:
+        """The processes (``sshd`` aside) still in the hosts ``among`` (default: all),
+        by host name, once they have had up to ``seconds`` to end; ``{}`` when none is
+        left. A job's processes should all be gone when it has ended."""
+        hosts = self.hosts if among is None else list(among)
+        deadline = time.monotonic() + seconds
+        while True:
+            left = {h.name: pids for h in hosts if (pids := self.processes(h))}
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.1)
+
     def kill(self, host: Host) -> list[int]:
         """``SIGKILL`` every process in ``host`` but its ``sshd`` (as when a machine's
         jobs are killed); return their PIDs."""
