@@ -84,7 +84,7 @@ class HorovodResult:
     pids: list[int] = field(default_factory=list)
     #: still alive after horovodrun exited
     left_running: list[int] = field(default_factory=list)
-    #: across emulated hosts: the job's processes seen in each host, by host name
+    #: the job's processes seen in each emulated host, by host name (empty on loopback)
     by_host: dict[str, list[int]] = field(default_factory=dict)
 
     def reports(self) -> list[dict]:

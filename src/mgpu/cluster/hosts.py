@@ -28,7 +28,7 @@ Everything is removed when the ``with`` block ends, on an exception and on ``SIG
 are being removed waits until they are gone): the processes in each host (``ip netns
 pids``, until none is left), the namespaces, the veth pairs, the ``ifb`` devices, the
 bridge and the run's directory of keys and logs. Outside that directory and its record
-in :data:`STATE_DIR`, a run writes only each host's ``/etc/netns/NAMESPACE/hosts``
+in ``/run/mgpu-hosts``, a run writes only each host's ``/etc/netns/NAMESPACE/hosts``
 (removed with the host), which ``ip netns exec`` mounts over ``/etc/hosts`` in the host:
 there this machine's name resolves to the host's own address, as a machine's name does
 on a cluster (Gloo, under Horovod 0.28.1, binds to that address whatever
