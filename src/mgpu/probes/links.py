@@ -38,7 +38,7 @@ from mgpu.probes.kvstore import BIGARRAY_BOUND, server_shares
 __all__ = ["TCP_PAYLOAD", "Phase", "link_terms", "push_pull_across_hosts",
            "push_pull_seconds", "ring_across_hosts", "ring_seconds"]
 
-#: The share of a link's rate that carries data: TCP over Ethernet with an MTU of 1500
+#: The share of a link's rate that carries data. TCP over Ethernet with an MTU of 1500
 #: sends 1448 bytes of data in a frame of 1514 (14 bytes Ethernet, 20 IP, 32 TCP with
 #: timestamps), and ``tc`` counts whole frames.
 TCP_PAYLOAD = 1448 / 1514
