@@ -39,12 +39,16 @@ __version__ = importlib.metadata.version("mgpu")
 #: The modules whose ``__all__`` names are ``mgpu.<name>``, in the order of the book.
 PUBLIC_MODULES = (
     "mgpu.backend", "mgpu.hardware", "mgpu.checks", "mgpu.data", "mgpu.models",
-    "mgpu.parallel", "mgpu.collectives", "mgpu.step", "mgpu.loop", "mgpu.largebatch",
+    "mgpu.parallel", "mgpu.collectives", "mgpu.step", "mgpu.loop", "mgpu.checkpoint",
+    "mgpu.largebatch",
+    "mgpu.precision", "mgpu.sharded", "mgpu.memory",
     "mgpu.probes.timing", "mgpu.probes.engine", "mgpu.probes.kvstore",
     "mgpu.probes.hetero", "mgpu.probes.links", "mgpu.programs.registry",
     "mgpu.programs.report",
     "mgpu.programs.run", "mgpu.programs.fresh", "mgpu.programs.engine",
-    "mgpu.programs.ps", "mgpu.programs.kvstore", "mgpu.programs.horovod",
+    "mgpu.programs.memory",
+    "mgpu.programs.ps", "mgpu.programs.restart", "mgpu.programs.kvstore",
+    "mgpu.programs.horovod", "mgpu.programs.precision",
     "mgpu.cluster.processes", "mgpu.cluster.job", "mgpu.cluster.local",
     "mgpu.cluster.mxlaunch", "mgpu.cluster.horovodrun", "mgpu.cluster.hosts",
     "mgpu.book.claims",

@@ -6,7 +6,9 @@ Three algorithms, from the simplest to the one ``mgpu.train`` uses:
 - :func:`allreduce`: reduce on the first device, then copy the sum back (the
   from-scratch chapter's version).
 - :func:`allreduce_scatter_gather`: reduce-scatter then all-gather, so that every device
-  sums ``1/k`` of each tensor.
+  sums ``1/k`` of each tensor; its two phases are :func:`reduce_scatter` and
+  :func:`all_gather` (chunks cut by :func:`chunk_bounds`), which the sharded optimizer
+  (:mod:`mgpu.sharded`) uses apart.
 - :func:`ring_allreduce`: the same two phases over a ring, each device talking only to
   its neighbour, with a count of the bytes every device sends.
 - :class:`FusedAllreduce`: all of a model's gradients at once, the small ones packed
@@ -25,14 +27,18 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from mgpu.backend import mx
+from mgpu.checks import positive_int
 
 __all__ = [
     "SMALL_TENSOR",
     "FusedAllreduce",
     "Traffic",
+    "all_gather",
     "allreduce",
     "allreduce_many",
     "allreduce_scatter_gather",
+    "chunk_bounds",
+    "reduce_scatter",
     "ring_allreduce",
 ]
 
@@ -124,13 +130,106 @@ def allreduce(arrays: Sequence[NDArray]) -> None:
         total.copyto(a)
 
 
-def _chunk_bounds(n: int, k: int) -> list[int]:
-    """The bounds of ``k`` nearly equal chunks of ``n`` elements: starts, then end."""
-    q, r = divmod(n, k)
+def chunk_bounds(n: int, k: int) -> list[int]:
+    """The bounds of ``k`` nearly equal chunks of ``n`` elements: the ``k`` starts,
+    then the end. Chunk ``i`` is ``[bounds[i], bounds[i + 1])``; the first ``n % k``
+    chunks hold one element more.
+
+    >>> chunk_bounds(10, 4)
+    [0, 3, 6, 8, 10]
+    """
+    if int(n) != n or n < 0:
+        raise ValueError(f"chunk_bounds: n={n!r} is not a number of elements; pass an "
+                         "int >= 0")
+    k = positive_int("k", k)
+    q, r = divmod(int(n), k)
     bounds = [0]
     for i in range(k):
         bounds.append(bounds[-1] + q + (1 if i < r else 0))
     return bounds
+
+
+def reduce_scatter(arrays: Sequence[NDArray],
+                   traffic: Traffic | None = None) -> list[NDArray]:
+    """The first phase of an allreduce: device ``i`` sums chunk ``i`` of every array.
+
+    Every array (one per device, ``k`` devices) is cut into the ``k`` chunks of
+    :func:`chunk_bounds`; device ``i`` copies chunk ``i`` of every other array and
+    sums the ``k`` copies with one ``add_n``. Returns the ``k`` sums, sum ``i`` on
+    device ``i``, as new flat arrays: ``arrays`` are not changed. A ``traffic`` given
+    counts the bytes each device sends and receives. Every array needs at least one
+    element per device.
+
+    >>> a = [mx.nd.arange(4, ctx=mx.cpu(i)) * (i + 1) for i in range(2)]
+    >>> [s.asnumpy().tolist() for s in reduce_scatter(a)]
+    [[0.0, 3.0], [6.0, 9.0]]
+    """
+    _check_tensors([arrays], "reduce_scatter", single=True)
+    k, n = len(arrays), arrays[0].size
+    if n < k:
+        raise ValueError(f"reduce_scatter: an array of {n} elements cannot be cut into "
+                         f"one chunk per device ({k} devices); use allreduce for "
+                         "arrays this small")
+    itemsize = np.dtype(arrays[0].dtype).itemsize
+    # Views: reading them reads `arrays`.
+    flat = [a.reshape((-1,)) for a in arrays]
+    b = chunk_bounds(n, k)
+    # The sums go to fresh arrays, not into `arrays`: MXNet tracks dependencies per
+    # array, not per chunk, so writing chunk i of array i in place would make every
+    # later read of array i (for the other chunks) wait for it, and the devices would
+    # take turns.
+    sums = []
+    for i in range(k):
+        ctx = arrays[i].context
+        parts = [flat[j][b[i] : b[i + 1]] for j in range(k)]
+        copies = [p.copyto(ctx) for j, p in enumerate(parts) if j != i]
+        sums.append(mx.nd.add_n(parts[i], *copies) if copies else parts[i].copy())
+        if traffic is not None:
+            size = (b[i + 1] - b[i]) * itemsize
+            for j in range(k):
+                if j != i:
+                    traffic.sent[j] += size
+                    traffic.received[i] += size
+                    traffic.links.add((j, i))
+    return sums
+
+
+def all_gather(chunks: Sequence[NDArray], arrays: Sequence[NDArray],
+               traffic: Traffic | None = None) -> None:
+    """The second phase of an allreduce: copy chunk ``i`` (on device ``i``) into
+    chunk ``i`` of every array, in place.
+
+    ``chunks`` are what :func:`reduce_scatter` returns (or any ``k`` arrays of the
+    sizes of :func:`chunk_bounds`, chunk ``i`` on device ``i``); ``arrays`` are one
+    array per device. A ``traffic`` given counts the bytes sent and received.
+
+    >>> a = [mx.nd.zeros((3,), ctx=mx.cpu(i)) for i in range(2)]
+    >>> all_gather([mx.nd.array([1, 2], ctx=mx.cpu(0)),
+    ...             mx.nd.array([3], ctx=mx.cpu(1))], a)
+    >>> a[1].asnumpy().tolist()
+    [1.0, 2.0, 3.0]
+    """
+    _check_tensors([arrays], "all_gather", single=True)
+    k, n = len(arrays), arrays[0].size
+    b = chunk_bounds(n, k)
+    if len(chunks) != k:
+        raise ValueError(f"all_gather got {len(chunks)} chunks for {k} arrays; pass "
+                         "one chunk per device")
+    for i, c in enumerate(chunks):
+        if c.size != b[i + 1] - b[i]:
+            raise ValueError(f"all_gather: chunk {i} has {c.size} elements but chunk "
+                             f"{i} of an array of {n} over {k} devices has "
+                             f"{b[i + 1] - b[i]}; cut the arrays with chunk_bounds")
+    itemsize = np.dtype(arrays[0].dtype).itemsize
+    flat = [a.reshape((-1,)) for a in arrays]
+    for i, total in enumerate(chunks):
+        for j in range(k):
+            if traffic is not None and j != i:
+                size = total.size * itemsize
+                traffic.sent[i] += size
+                traffic.received[j] += size
+                traffic.links.add((i, j))
+            total.reshape((-1,)).copyto(flat[j][b[i] : b[i + 1]])
 
 
 def allreduce_scatter_gather(arrays: Sequence[NDArray]) -> None:
@@ -163,29 +262,13 @@ def allreduce_scatter_gather(arrays: Sequence[NDArray]) -> None:
         for a in arrays[1:]:
             arrays[0].copyto(a)
         return
-    # Views: writing into them writes into `arrays`.
-    flat = [a.reshape((-1,)) for a in arrays]
-    b = _chunk_bounds(n, k)
-    # Reduce-scatter. The sums go to fresh arrays, not into `arrays`: MXNet tracks
-    # dependencies per array, not per chunk, so writing chunk i of array i in place
-    # would make every later read of array i (for the other chunks) wait for it, and the
-    # devices would take turns.
-    sums = []
-    for i in range(k):
-        ctx = arrays[i].context
-        parts = [flat[j][b[i] : b[i + 1]] for j in range(k)]
-        copies = [p.copyto(ctx) for j, p in enumerate(parts) if j != i]
-        sums.append(mx.nd.add_n(parts[i], *copies))
-    # All-gather: every device receives every summed chunk.
-    for i, total in enumerate(sums):
-        for j in range(k):
-            total.copyto(flat[j][b[i] : b[i + 1]])
+    all_gather(reduce_scatter(arrays), arrays)
 
 
 @dataclass
 class Traffic:
-    """What each device sent during :func:`ring_allreduce`: bytes, and to which
-    devices."""
+    """What each device sent during :func:`ring_allreduce` (or :func:`reduce_scatter`
+    and :func:`all_gather`): bytes, and to which devices."""
 
     sent: list[int]  #: bytes sent by device ``i``
     received: list[int]  #: bytes received by device ``i``
@@ -232,7 +315,7 @@ def ring_allreduce(arrays: Sequence[NDArray]) -> Traffic:
     itemsize = np.dtype(arrays[0].dtype).itemsize
     # Views: writing into them writes into `arrays`.
     flat = [a.reshape((-1,)) for a in arrays]
-    b = _chunk_bounds(n, k)
+    b = chunk_bounds(n, k)
 
     def chunk(i: int, c: int) -> NDArray:
         return flat[i][b[c] : b[c + 1]]
@@ -289,7 +372,7 @@ class FusedAllreduce:
     The arrays are checked and the buffers (about ``k-1`` copies of the gradients,
     spread over the devices) allocated once, here; each call then only queues the
     operations. Create it once per training run, after the gradients exist, and call it
-    after every backward pass.
+    after every backward pass. ``calls`` counts the calls so far.
 
     >>> grads = [[mx.nd.ones(shape, ctx=mx.cpu(i)) * (i + 1) for i in range(2)]
     ...          for shape in [(2, 3), (4,), (100_000,)]]
@@ -301,6 +384,7 @@ class FusedAllreduce:
 
     def __init__(self, tensors: Sequence[Sequence[NDArray]], small: int = SMALL_TENSOR):
         contexts = _check_tensors(tensors, "FusedAllreduce")
+        self.calls = 0
         self.tensors = [list(arrays) for arrays in tensors]
         self.devices = contexts
         k = len(contexts)
@@ -338,6 +422,7 @@ class FusedAllreduce:
     def __call__(self) -> None:
         """Sum every tensor over the devices; write the sum into each device's array."""
         k, packed = len(self.devices), self.packed
+        self.calls += 1
         if packed:  # 1. fuse: one copy per device packs every small tensor
             for i in range(k):
                 mx.nd.amp_multicast(*(self.tensors[t][i] for t in packed),

@@ -9,25 +9,35 @@ batches (:class:`EpochSums`); :func:`train_epochs` is the loop over the epochs, 
 batches of :func:`epoch_batches`, recording each epoch with :meth:`History.add_epoch`.
 :func:`worker_shard` is each worker's part of the data under a distributed KVStore;
 :func:`evaluate_accuracy` scores a model data-parallel; :class:`History` holds what was
-measured.
+measured. With ``checkpoint=PATH``, :func:`train` saves a
+:class:`~mgpu.checkpoint.Checkpoint` after every epoch and resumes from it.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 
 from mgpu.backend import mx
+from mgpu.checkpoint import Checkpoint, load_checkpoint, save_checkpoint
 from mgpu.checks import check_devices, check_labels, positive_int, positive_number
 from mgpu.data import Dataset, iter_batches
 from mgpu.models import lenet_forward, lenet_params
 from mgpu.parallel import get_params, split_and_load, split_sizes
-from mgpu.step import Step, average_running_statistics, gluon_step, scratch_step
+from mgpu.step import (
+    Step,
+    average_running_statistics,
+    check_accumulate,
+    gluon_step,
+    scratch_step,
+)
 
 __all__ = ["IN_FLIGHT", "KVSTORES", "EpochSums", "History", "NonFiniteLossError",
            "check_data", "epoch_batches", "evaluate_accuracy", "initialise",
@@ -138,6 +148,8 @@ class History:
     epoch_time: list[float] = field(default_factory=list)
     images_per_sec: list[float] = field(default_factory=list)
     dropped_per_epoch: int = 0
+    accumulate: int = 1  #: micro-batches per device and step (gradient accumulation)
+    resumed: int = 0  #: epochs read from a checkpoint rather than run by this call
 
     @property
     def label(self) -> str:
@@ -424,6 +436,8 @@ def train(
     progress: bool | None = None,
     verbose: bool = True,
     eval_batch_size: int = 512,
+    checkpoint: str | os.PathLike | None = None,
+    accumulate: int = 1,
 ) -> History:
     """Train ``net`` on ``data`` with data parallelism over ``devices``; return the
     history.
@@ -445,10 +459,33 @@ def train(
     given). A last batch with fewer examples than devices is dropped; every other batch
     is used, including a short last one, and the update is scaled by its real size.
     Shuffling and initialisation use ``seed``, so the same call gives the same
-    accuracies.
+    accuracies. ``accumulate=m`` splits each device's share of a batch into ``m``
+    micro-batches whose gradients are summed before one reduction and update.
+
+    With ``checkpoint=PATH`` every epoch ends by writing a
+    :class:`~mgpu.checkpoint.Checkpoint` to ``PATH`` (:func:`~mgpu.save_checkpoint`:
+    atomic, checksummed, the previous one kept), and a call with a ``PATH`` that holds
+    one resumes after its last complete epoch, running only the epochs left of
+    ``num_epochs``: on the same devices the result equals an uninterrupted run bit for
+    bit. What it holds: the parameters (one copy), the optimizer's state (the Trainer's
+    ``save_states``: with several devices MXNet keeps one updater per device and saves
+    the first, which is exact here because after the reduction every device's gradients,
+    weights and so states are identical; ``load_states`` loads it into all of them),
+    the epoch, and the history. MXNet 1.9.1 has no call that reads its generators'
+    state (``mxnet/random.py`` only seeds), so every epoch starts with
+    ``mx.random.seed(seed + epoch)`` and shuffles with ``seed + epoch``: the epoch fixes
+    the random state, the data order and the position (the loop draws from no global
+    NumPy or Python generator: shuffles use their own ``RandomState(seed + epoch)``).
+    Devices, ``lr``, ``batch_size`` and the number of workers may change on a resume;
+    another model, optimizer, number of classes or seed is refused. Under a distributed
+    KVStore rank 0 alone writes, and the Trainer updates on the workers
+    (``update_on_kvstore=False``: ``save_states`` refuses a distributed store that
+    updates).
     """
     devices, num_epochs, batch_size, eval_batch_size, lr = _check_args(
         devices, num_epochs, batch_size, eval_batch_size, lr, weights)
+    accumulate = positive_int("accumulate", accumulate)
+    path = None if checkpoint is None else _checkpoint_path(checkpoint)
     check_data(data)
     if allreduce and kvstore is not None:
         raise ValueError(f"allreduce=True and kvstore={kvstore!r} would both sum the "
@@ -456,21 +493,33 @@ def train(
     kvstore = _create_kvstore(kvstore)
     images, labels = data.train_images, data.train_labels
     local_batch, workers = batch_size, 1
-    if kvstore is not None and kvstore.type.startswith("dist"):
+    dist = kvstore is not None and kvstore.type.startswith("dist")
+    if dist and path is not None and "async" in kvstore.type:
+        raise ValueError(f"checkpoint= needs the optimizer's state on the workers, but "
+                         f"kvstore={kvstore.type!r} updates on the servers (MXNet "
+                         "allows no other way in async mode): use 'dist_sync'")
+    if dist:
         workers = kvstore.num_workers
         images, labels = worker_shard(images, labels, batch_size, workers, kvstore.rank)
         local_batch = batch_size // workers
     if len(labels) < len(devices):
         raise ValueError(f"{len(labels)} training examples cannot fill one batch on "
                          f"{len(devices)} devices: use more data or fewer devices")
-    step, device_params, model, reduction = _make_step(
-        net, devices, lr, params, allreduce, kvstore, weights, optimizer, seed, workers)
+    check_accumulate(accumulate, local_batch, len(devices), weights)
+    step, device_params, model, reduction, trainer = _make_step(
+        net, devices, lr, params, allreduce, kvstore, weights, optimizer, seed, workers,
+        accumulate, dist and path is not None)
     classes = num_outputs(net, images, devices[0], device_params and device_params[0])
     check_labels(labels, classes, "data.train_labels")
     check_labels(data.test_labels, classes, "data.test_labels")
 
     hist = History(devices=[str(d) for d in devices], batch_size=batch_size, lr=lr,
-                   model=model, reduction=reduction)
+                   model=model, reduction=reduction, accumulate=accumulate)
+    arrays = _named_arrays(net, device_params, devices[0])
+    meta = {"classes": classes, "model": model,
+            "optimizer": optimizer if trainer is not None else "sgd", "seed": seed}
+    if path is not None:
+        _resume(path, net, arrays, trainer, device_params, hist, meta, devices, verbose)
     tail = len(labels) % local_batch
     hist.dropped_per_epoch = tail if 0 < tail < len(devices) else 0
     progress = sys.stderr.isatty() if progress is None else progress
@@ -481,10 +530,100 @@ def train(
         return evaluate_accuracy(net, data.test_images, data.test_labels, devices,
                                  eval_batch_size, device_params)
 
+    shuffled = epoch_batches(images, labels, local_batch, seed, min_last=len(devices))
+
+    def batches(epoch: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        mx.random.seed(seed + epoch)  # the random state is a function of the epoch
+        return shuffled(epoch)
+
+    def save(epoch: int) -> None:
+        if path is not None and (not dist or kvstore.rank == 0):
+            states = b"" if trainer is None else _trainer_states(trainer)
+            params = {name: a.asnumpy() for name, a in arrays}
+            save_checkpoint(path, Checkpoint(epoch, params, states, meta, asdict(hist)))
+
     return train_epochs(
-        step, epoch_batches(images, labels, local_batch, seed, min_last=len(devices)),
-        devices, hist, num_epochs, test_accuracy, steps=-(-len(labels) // local_batch),
-        progress=progress, verbose=verbose)
+        step, batches, devices, hist, num_epochs, test_accuracy,
+        steps=-(-len(labels) // local_batch), progress=progress, verbose=verbose,
+        start=hist.resumed, after_epoch=save)
+
+
+def _checkpoint_path(checkpoint: object) -> Path:
+    """``checkpoint`` as a Path to a file, or a clear error."""
+    if not isinstance(checkpoint, str | os.PathLike) or not os.fspath(checkpoint):
+        raise TypeError("checkpoint must be a file path such as 'runs/lenet.ckpt', "
+                        f"got {checkpoint!r}")
+    path = Path(checkpoint)
+    if path.is_dir():
+        raise ValueError(f"checkpoint={os.fspath(path)!r} is a directory; pass a file "
+                         "path inside it, such as 'runs/lenet.ckpt'")
+    return path
+
+
+def _named_arrays(net, device_params, device: mx.Context) -> list[tuple[str, object]]:
+    """The model's parameters on ``device``, each with a name that does not depend on
+    how many blocks the process made before: a from-scratch model's by position, a
+    Gluon block's by structure (``'0.weight'``, as ``save_parameters`` names them)."""
+    if device_params is not None:
+        return [(f"param{i}", W) for i, W in enumerate(device_params[0])]
+    return [(name, p.data(device)) for name, p in _structural(net).items()]
+
+
+def _structural(net: gluon.Block) -> dict:
+    """``net``'s parameters by structural name, as ``save_parameters`` names them."""
+    return net._collect_params_with_prefix()  # noqa: SLF001 - MXNet's own naming
+
+
+def _trainer_states(trainer: gluon.Trainer) -> bytes:
+    """The bytes ``trainer.save_states`` writes (it takes only a file name)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        file = os.path.join(tmp, "states")
+        trainer.save_states(file)
+        return Path(file).read_bytes()
+
+
+def _load_trainer_states(trainer: gluon.Trainer, states: bytes,
+                         devices: Sequence[mx.Context], lr: float) -> None:
+    """Load ``states`` into ``trainer`` (every device's updater) at learning rate
+    ``lr``."""
+    with tempfile.TemporaryDirectory() as tmp:
+        file = os.path.join(tmp, "states")
+        Path(file).write_bytes(states)
+        trainer.load_states(file)
+    trainer.set_learning_rate(lr)  # the saved optimizer brings the old one
+    # The optimizer counts each device's updates apart (Adam's bias correction reads
+    # the count), keyed by device id; a device the saved run did not have gets the
+    # count of the first one, which every device shared.
+    counts = getattr(trainer.optimizer, "_all_index_update_counts", None)
+    if counts:
+        first = counts[min(counts)]
+        for d in devices:
+            counts.setdefault(d.device_id, dict(first))
+
+
+def _resume(path: Path, net, arrays, trainer, device_params, hist: History, meta: dict,
+            devices, verbose: bool) -> None:
+    """Load the checkpoint at ``path``, if there is one, into the model (every device's
+    copy), the trainer and ``hist``."""
+    saved = load_checkpoint(path)
+    if saved is None:
+        return
+    saved.check({name: tuple(a.shape) for name, a in arrays}, path, **meta)
+    values = [nd.array(v, dtype=v.dtype) for v in saved.params.values()]
+    if device_params is not None:
+        for W in device_params:
+            for w, v in zip(W, values):
+                v.copyto(w)
+    else:
+        for p, v in zip(_structural(net).values(), values):
+            p.set_data(v)
+    if trainer is not None and saved.states:
+        _load_trainer_states(trainer, saved.states, devices, hist.lr)
+    for name in ("loss", "train_acc", "test_acc", "epoch_time", "images_per_sec"):
+        setattr(hist, name, list(saved.history.get(name, [])))
+    hist.resumed = saved.epoch
+    if verbose:
+        print(f"resuming after epoch {saved.epoch} from {path.name}", flush=True)
 
 
 def epoch_batches(
@@ -519,6 +658,8 @@ def train_epochs(
     progress: bool = False,
     verbose: bool = False,
     prefix: str = "",
+    start: int = 0,
+    after_epoch: Callable[[int], None] | None = None,
 ) -> History:
     """The training loop: for each of ``num_epochs`` epochs, :func:`run_epoch` of
     ``step`` over ``batches(epoch)``, then :meth:`History.add_epoch` with the test
@@ -528,7 +669,9 @@ def train_epochs(
     every epoch (the place to make the devices' copies one model first, as
     :func:`train` does with BatchNorm's statistics). ``verbose`` prints
     :meth:`History.report` after every epoch, behind ``prefix``; ``progress`` shows a
-    progress bar of ``steps`` batches.
+    progress bar of ``steps`` batches. ``start`` epochs are done already (a resume: the
+    loop runs epochs ``start`` to ``num_epochs - 1``); ``after_epoch(e)`` runs once
+    epoch ``e`` (counted from 1) is recorded, e.g. to save a checkpoint.
 
     >>> devs = [mx.cpu(0), mx.cpu(1)]
     >>> params = [get_params(lenet_params(), d) for d in devs]
@@ -541,19 +684,21 @@ def train_epochs(
     >>> hist.train_acc, hist.test_acc
     ([1.0, 1.0], [1.0, 1.0])
     """
-    for epoch in range(num_epochs):
+    for epoch in range(start, num_epochs):
         sums = run_epoch(step, batches(epoch), devices, epoch=epoch + 1, lr=hist.lr,
                          progress=progress, total=steps)
         hist.add_epoch(sums, evaluate())
+        if after_epoch is not None:
+            after_epoch(epoch + 1)
         if verbose:
             print(prefix + hist.report(epoch + 1, num_epochs), flush=True)
     return hist
 
 
 def _make_step(net, devices, lr, params, allreduce, kvstore, weights, optimizer, seed,
-               workers):
+               workers, accumulate=1, update_on_workers=False):
     """The step for ``net``: (step, per-device parameters or None, model name,
-    reduction)."""
+    reduction, Trainer or None)."""
     reduction = "mgpu.FusedAllreduce" if allreduce else (
         "none" if kvstore is None else f"KVStore {getattr(kvstore, 'type', kvstore)!r}")
     if isinstance(net, gluon.Block):
@@ -563,10 +708,11 @@ def _make_step(net, devices, lr, params, allreduce, kvstore, weights, optimizer,
         initialise(net, devices, seed)
         net.hybridize()
         trainer = gluon.Trainer(net.collect_params(), optimizer, {"learning_rate": lr},
-                                kvstore=kvstore)
+                                kvstore=kvstore,
+                                update_on_kvstore=False if update_on_workers else None)
         step = gluon_step(net, trainer, devices, allreduce=allreduce, weights=weights,
-                          batch_scale=workers)
-        return step, None, type(net).__name__, reduction
+                          batch_scale=workers, accumulate=accumulate)
+        return step, None, type(net).__name__, reduction, trainer
     if not callable(net):
         raise TypeError(f"net must be a Gluon block or a function net(X, params), got "
                         f"{type(net).__name__}")
@@ -580,5 +726,5 @@ def _make_step(net, devices, lr, params, allreduce, kvstore, weights, optimizer,
         params = lenet_params(seed)
     device_params = [get_params(params, d) for d in devices]
     step = scratch_step(net, device_params, devices, lr, allreduce=allreduce,
-                        weights=weights)
-    return step, device_params, getattr(net, "__name__", "model"), reduction
+                        weights=weights, accumulate=accumulate)
+    return step, device_params, getattr(net, "__name__", "model"), reduction, None

@@ -20,6 +20,8 @@ PROGRAMS = MappingProxyType({
     "train_demo": "mgpu.programs.ps:train_demo",
     "push_pull_demo": "mgpu.programs.ps:push_pull_demo",
     "push_pull_timing": "mgpu.programs.ps:push_pull_timing",
+    # a checkpointed job, restarted with one worker fewer (mgpu.programs.restart)
+    "train_checkpointed": "mgpu.programs.restart:train_checkpointed",
     # the KVStore chapter: fresh processes (the profiler) and dist_sync workers
     "kv_reduce_timeline": "mgpu.programs.kvstore:reduce_timeline",
     "kv_step_timeline": "mgpu.programs.kvstore:step_timeline",
@@ -33,6 +35,10 @@ PROGRAMS = MappingProxyType({
     "train_fresh": "mgpu.programs.fresh:train_and_report",
     "thread_census": "mgpu.programs.engine:count_threads",
     "queue_memory": "mgpu.programs.engine:fill_queue",
+    # mixed precision: AMP patches MXNet for the whole process
+    "amp_train": "mgpu.programs.precision:amp_train",
+    # the memory chapter: a process's peak memory while it trains
+    "peak_memory": "mgpu.programs.memory:peak_memory",
 })
 
 
