@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numpy as np
+
 __all__ = ["ClaimError", "Table", "glue", "require", "verdict"]
 
 
@@ -66,10 +68,13 @@ def glue(key: str, value: object) -> object:
 def verdict(key: str, outcome: bool | str) -> str:
     """Glue the outcome of a measurement under ``key`` and return it as the case name.
 
-    ``True`` and ``False`` become ``"true"`` and ``"false"``; a string names its case
-    itself. The page's ``{verdict} key`` directive shows the ``{case}`` of that name.
+    ``True`` and ``False`` (NumPy's too, which comparisons of arrays give) become
+    ``"true"`` and ``"false"``; a string names its case itself. The page's
+    ``{verdict} key`` directive shows the ``{case}`` of that name.
 
     >>> verdict("faster", 2.0 > 1.0)
+    'true'
+    >>> verdict("smaller", np.float32(1.0) < 2)
     'true'
     >>> verdict("trend", "slower")
     'slower'
@@ -78,7 +83,7 @@ def verdict(key: str, outcome: bool | str) -> str:
     ...
     ValueError: verdict 'trend': the outcome 'two words' is not a case name ...
     """
-    if isinstance(outcome, bool):
+    if isinstance(outcome, bool | np.bool_):
         name = "true" if outcome else "false"
     else:
         name = str(outcome)
