@@ -36,7 +36,7 @@ __all__ = ["BF16_FLAGS", "CastFractions", "DynamicLossScale", "Float16Allreduce"
 nd = mx.nd
 NDArray = nd.NDArray
 
-#: The CPU flags (as ``/proc/cpuinfo`` names them) that bfloat16 depends on:
+#: The CPU flags (as ``/proc/cpuinfo`` names them) that bfloat16 depends on.
 #: ``avx512f``, ``avx512bw``, ``avx512vl`` and ``avx512dq`` together are what oneDNN
 #: calls ``avx512_core``, which the oneDNN of MXNet 1.9.1 (v2.x) requires for bfloat16
 #: at all (``has_data_type_support`` in ``src/cpu/platform.cpp``); ``avx512_bf16``
@@ -191,7 +191,7 @@ class Float16Allreduce:
         self.halves = [[nd.zeros(a.shape, ctx=a.context, dtype=np.float16)
                         for a in arrays] for arrays in self.tensors]
         self._reduce = FusedAllreduce(self.halves)  # checks devices and shapes
-        #: Bytes of one device's float16 copies (the float32 gradients: twice this).
+        #: Bytes of one device's float16 copies (half the float32 gradients' bytes).
         self.nbytes = sum(h[0].size * 2 for h in self.halves)
 
     def __call__(self) -> None:

@@ -120,7 +120,7 @@ class ShardedSGD:
     True
     """
 
-    #: The optimizer state per element of the parameters: one momentum.
+    #: The names of the optimizer state kept per parameter element (one momentum).
     state_names: tuple[str, ...] = ("momentum",)
 
     def __init__(self, device_params: Sequence[Sequence[NDArray]], lr: float,
@@ -149,7 +149,7 @@ class ShardedSGD:
         offsets = np.cumsum([0] + [p.size for p in self.params[0]]).tolist()
         self._views = [[flat[offsets[t] : offsets[t + 1]].reshape(p.shape)
                         for t, p in enumerate(self.params[0])] for flat in self._flat]
-        #: ``states[i]``: device ``i``'s optimizer state, each a chunk of its own.
+        #: Device ``i``'s optimizer state is ``states[i]``, each array one chunk.
         self.states = [[nd.zeros((self.bounds[i + 1] - self.bounds[i],), ctx=d)
                         for _ in self.state_names] for i, d in enumerate(self.devices)]
         #: The bytes each device sent and received during the last :meth:`step`.

@@ -141,7 +141,7 @@ class RestartRun:
 
     @property
     def lost_seconds(self) -> float:
-        """The unfinished epoch's work: from the checkpoint's writing to the kill."""
+        """The unfinished epoch's work, from the checkpoint's writing to the kill."""
         return self.killed - self.written
 
     @property
@@ -156,7 +156,7 @@ class RestartRun:
 
     @property
     def recomputed(self) -> int:
-        """Epochs trained twice: the killed job had begun epoch ``saved + 1``."""
+        """Epochs trained twice (the killed job had begun epoch ``saved + 1``)."""
         return self.saved + 1 - self.resumed_after
 
     @property
