@@ -3,7 +3,7 @@
 A :class:`Checkpoint` holds the parameters (one copy: after the allreduce every device
 holds the same), the optimizer's state as ``gluon.Trainer.save_states`` writes it, the
 epoch reached (which fixes the data order, the position and the random state, see
-:func:`mgpu.train`), what must match on a resume (:meth:`Checkpoint.check`) and the
+:func:`mgpu.loop.train`), what must match on a resume (:meth:`Checkpoint.check`) and the
 history so far. :func:`save_checkpoint` writes it atomically with a SHA-256 checksum and
 keeps the previous good file; :func:`load_checkpoint` verifies the checksum and falls
 back to the previous file, with a warning, when the newest one is torn or corrupt.
@@ -47,8 +47,8 @@ class Checkpoint:
     ``params`` maps each parameter's name to its value (in the model's order);
     ``states`` are the optimizer's bytes (empty for a from-scratch model trained by
     plain SGD, which has none); ``meta`` is what must match on a resume (``model``,
-    ``optimizer``, ``classes``, ``seed``); ``history`` is :class:`mgpu.History` as a
-    dictionary.
+    ``optimizer``, ``classes``, ``seed``); ``history`` is
+    :class:`mgpu.loop.History` as a dictionary.
 
     >>> ckpt = Checkpoint(2, {"w": np.zeros((2, 3), np.float32)}, b"",
     ...                   {"model": "toy", "optimizer": "sgd", "classes": 3, "seed": 0})

@@ -463,24 +463,24 @@ def train(
     micro-batches whose gradients are summed before one reduction and update.
 
     With ``checkpoint=PATH`` every epoch ends by writing a
-    :class:`~mgpu.checkpoint.Checkpoint` to ``PATH`` (:func:`~mgpu.save_checkpoint`:
-    atomic, checksummed, the previous one kept), and a call with a ``PATH`` that holds
-    one resumes after its last complete epoch, running only the epochs left of
-    ``num_epochs``: on the same devices the result equals an uninterrupted run bit for
-    bit. What it holds: the parameters (one copy), the optimizer's state (the Trainer's
-    ``save_states``: with several devices MXNet keeps one updater per device and saves
-    the first, which is exact here because after the reduction every device's gradients,
-    weights and so states are identical; ``load_states`` loads it into all of them),
-    the epoch, and the history. MXNet 1.9.1 has no call that reads its generators'
-    state (``mxnet/random.py`` only seeds), so every epoch starts with
-    ``mx.random.seed(seed + epoch)`` and shuffles with ``seed + epoch``: the epoch fixes
-    the random state, the data order and the position (the loop draws from no global
-    NumPy or Python generator: shuffles use their own ``RandomState(seed + epoch)``).
-    Devices, ``lr``, ``batch_size`` and the number of workers may change on a resume;
-    another model, optimizer, number of classes or seed is refused. Under a distributed
-    KVStore rank 0 alone writes, and the Trainer updates on the workers
-    (``update_on_kvstore=False``: ``save_states`` refuses a distributed store that
-    updates).
+    :class:`~mgpu.checkpoint.Checkpoint` to ``PATH``
+    (:func:`~mgpu.checkpoint.save_checkpoint`: atomic, checksummed, the previous one
+    kept), and a call with a ``PATH`` that holds one resumes after its last complete
+    epoch, running only the epochs left of ``num_epochs``: on the same devices the
+    result equals an uninterrupted run bit for bit. What it holds: the parameters (one
+    copy), the optimizer's state (the Trainer's ``save_states``: with several devices
+    MXNet keeps one updater per device and saves the first, which is exact here because
+    after the reduction every device's gradients, weights and so states are identical;
+    ``load_states`` loads it into all of them), the epoch, and the history. MXNet 1.9.1
+    has no call that reads its generators' state (``mxnet/random.py`` only seeds), so
+    every epoch starts with ``mx.random.seed(seed + epoch)`` and shuffles with ``seed +
+    epoch``: the epoch fixes the random state, the data order and the position (the loop
+    draws from no global NumPy or Python generator: shuffles use their own
+    ``RandomState(seed + epoch)``). Devices, ``lr``, ``batch_size`` and the number of
+    workers may change on a resume; another model, optimizer, number of classes or seed
+    is refused. Under a distributed KVStore rank 0 alone writes, and the Trainer updates
+    on the workers (``update_on_kvstore=False``: ``save_states`` refuses a distributed
+    store that updates on the servers).
     """
     devices, num_epochs, batch_size, eval_batch_size, lr = _check_args(
         devices, num_epochs, batch_size, eval_batch_size, lr, weights)

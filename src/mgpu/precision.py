@@ -123,7 +123,7 @@ class DynamicLossScale:
     ``mxnet/contrib/amp/loss_scaler.py``: start at ``2**16``, double after 2000 good
     steps, at most ``2**24``).
 
-    Each step multiplies the loss by :attr:`scale` (and the gradients come out
+    Each step multiplies the loss by ``scale`` (and the gradients come out
     multiplied by it too); then :meth:`update` is told whether every gradient was
     finite. On an overflow the step is skipped and the scale halved; after
     ``growth_interval`` good steps in a row it is doubled. :attr:`history` keeps the
@@ -167,8 +167,9 @@ class DynamicLossScale:
 
 class Float16Allreduce:
     """The allreduce of Horovod's ``Compression.fp16``: cast every float32 gradient to
-    float16, sum the float16 copies over the devices (:class:`mgpu.FusedAllreduce`),
-    cast the sum back into the gradient, in place.
+    float16, sum the float16 copies over the devices
+    (:class:`mgpu.collectives.FusedAllreduce`), cast the sum back into the gradient, in
+    place.
 
     ``tensors[t][i]`` is tensor ``t`` on device ``i``. :attr:`nbytes` is the bytes of
     one device's float16 copies, half of the float32 gradients': the bytes the

@@ -18,7 +18,8 @@ allreduce, ``2(k-1)/k`` of the parameters per device (counted in
 :attr:`ShardedSGD.traffic`), and each device holds ``1/k`` of the state
 (:meth:`ShardedSGD.state_bytes`). :class:`ReplicatedOptimizer` is the unsharded
 reference: the book's allreduce, then MXNet's own optimizer on every device.
-:func:`optimizer_step` makes either one a training step for :func:`mgpu.train_epochs`.
+:func:`optimizer_step` makes either one a training step for
+:func:`mgpu.loop.train_epochs`.
 """
 
 from __future__ import annotations
@@ -254,8 +255,8 @@ class ReplicatedOptimizer:
     ``kwargs`` go to ``mx.optimizer.create`` (``learning_rate``, ``momentum``, ``wd``,
     ...); :meth:`step` sets ``rescale_grad = 1 / batch_size``. With
     ``compression="fp16"`` the gradients are summed in float16, as Horovod's
-    ``Compression.fp16`` does (:class:`mgpu.Float16Allreduce`); :attr:`allreduce_bytes`
-    is the bytes of one device's gradients as they travel.
+    ``Compression.fp16`` does (:class:`mgpu.precision.Float16Allreduce`);
+    :attr:`allreduce_bytes` is the bytes of one device's gradients as they travel.
 
     >>> from mgpu import get_params, lenet_params
     >>> devs = [mx.cpu(0), mx.cpu(1)]
@@ -332,7 +333,7 @@ def optimizer_step(
     """A data-parallel step for a from-scratch model ``net(X, params)`` whose update is
     ``optimizer.step(len(y))``: a :class:`ShardedSGD`, :class:`ShardedAdam` or
     :class:`ReplicatedOptimizer` made over the same ``device_params``. It returns
-    ``step(X, y) -> (losses, outputs, labels)``, like :func:`mgpu.scratch_step`.
+    ``step(X, y) -> (losses, outputs, labels)``, like :func:`mgpu.step.scratch_step`.
 
     >>> from mgpu import get_params, lenet_forward, lenet_params
     >>> devs = [mx.cpu(0), mx.cpu(1)]

@@ -2,7 +2,7 @@
 
 ``amp.init(target_dtype="bfloat16")`` patches MXNet's operators for the whole process
 and cannot be undone, so each run is a fresh process: ``python -m mgpu amp_train
---dtype "'bfloat16'"`` (:func:`mgpu.run_program` writes the arguments).
+--dtype "'bfloat16'"`` (:func:`mgpu.programs.run.run_program` writes the arguments).
 """
 
 from __future__ import annotations
