@@ -707,8 +707,12 @@ def _make_step(net, devices, lr, params, allreduce, kvstore, weights, optimizer,
                              "e.g. 'sgd', 'nag' or 'adam'")
         initialise(net, devices, seed)
         net.hybridize()
-        trainer = gluon.Trainer(net.collect_params(), optimizer, {"learning_rate": lr},
-                                kvstore=kvstore,
+        # The parameters in the network's structural order: given a ParameterDict, the
+        # Trainer sorts the names, which carry counters that depend on how many blocks
+        # the process made before, so its state's indices would not match another
+        # process's (a checkpoint read by a resumed run).
+        trainer = gluon.Trainer(list(_structural(net).values()), optimizer,
+                                {"learning_rate": lr}, kvstore=kvstore,
                                 update_on_kvstore=False if update_on_workers else None)
         step = gluon_step(net, trainer, devices, allreduce=allreduce, weights=weights,
                           batch_scale=workers, accumulate=accumulate)

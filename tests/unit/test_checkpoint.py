@@ -196,3 +196,21 @@ def test_history_records_accumulate_and_a_fresh_run(cpus, toy, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a first run warns about nothing
         assert mgpu.load_checkpoint(tmp_path / "a.ckpt").history["accumulate"] == 1
+
+
+def test_resume_does_not_depend_on_how_many_blocks_the_process_made(cpus, toy, tmp_path):
+    """Gluon names parameters with process-wide counters ('conv9_weight', 'conv10_weight'),
+    and a Trainer given a ParameterDict sorts the names: a network whose counters cross a
+    power of ten is sorted in another order, and the optimizer state saved by one process must
+    still reach the right parameters in another."""
+    devs, path = cpus(2), tmp_path / "lenet.ckpt"
+    for _ in range(10):  # a LeNet whose two convolutions are numbered ...9 and ...10
+        straddling = mgpu.LeNet()
+        convs = [n.split("_")[0] for n in straddling.collect_params() if n.startswith("conv")]
+        if convs[0].endswith("9"):
+            break
+        mx.gluon.nn.Conv2D(1, 3)  # one more block: the next LeNet's numbers move by 3
+    assert convs[0].endswith("9"), convs
+    _run(straddling, toy, devs, 1, path)
+    resumed = _run(mgpu.LeNet(), toy, devs, 2, path)
+    assert resumed.resumed == 1 and len(resumed.test_acc) == 2
