@@ -520,6 +520,8 @@ def train(
             "optimizer": optimizer if trainer is not None else "sgd", "seed": seed}
     if path is not None:
         _resume(path, net, arrays, trainer, device_params, hist, meta, devices, verbose)
+        if dist:  # after the resume: every worker takes rank 0's parameters
+            _set_up_kvstore(trainer)
     tail = len(labels) % local_batch
     hist.dropped_per_epoch = tail if 0 < tail < len(devices) else 0
     progress = sys.stderr.isatty() if progress is None else progress
@@ -580,6 +582,24 @@ def _trainer_states(trainer: gluon.Trainer) -> bytes:
         file = os.path.join(tmp, "states")
         trainer.save_states(file)
         return Path(file).read_bytes()
+
+
+def _set_up_kvstore(trainer: gluon.Trainer) -> None:
+    """Make ``trainer`` set up its distributed KVStore now, and wait until it has.
+
+    The Trainer sets it up at its first step (``gluon/trainer.py`` ``step``): every
+    worker pulls rank 0's parameters, then pushes its gradients and pulls their sum.
+    With ``update_on_kvstore=False`` and the gradients in main memory, the second pull
+    writes the gradient array itself (``kvstore_dist.h`` ``PushPullImpl``:
+    ``comm_buf = merged``), not the parameters the first one writes, so the engine does
+    not order the two; a server without an optimizer answers every pull with the last
+    sum it made (``kvstore_dist_server.h``: ``ApplyUpdates``,
+    ``DefaultStorageResponse``), so a late parameter pull returns the first step's
+    gradient sum (5 of 19 two-worker starts here). ``save_states`` sets the store up
+    as its first act; ``waitall`` waits for the pull.
+    """
+    _trainer_states(trainer)
+    nd.waitall()
 
 
 def _load_trainer_states(trainer: gluon.Trainer, states: bytes,

@@ -12,13 +12,16 @@ epochs): the first job stops after epoch 1, the second resumes there with 2 work
 from __future__ import annotations
 
 import subprocess
+from functools import partial
 
 import pytest
 
 from helpers.book_commands import book_commands, run_book_command
 from mgpu.cluster.hosts import Hosts
+from mgpu.cluster.local import run_local_cluster
+from mgpu.programs.ps import train_demo
 from mgpu.programs.report import read_reports
-from mgpu.programs.restart import RestartRun, restart_after_kill
+from mgpu.programs.restart import RestartRun, restart_after_kill, train_checkpointed
 
 SECTION = "## Restarting a cluster with one worker fewer"
 
@@ -94,6 +97,24 @@ def test_the_books_commands(can_make_hosts, real_data_dir, tmp_path):
             assert r["batch_size"] == 64 and r["lr"] == pytest.approx(0.2 * 2 / 3, rel=1e-4)
             assert len(r["test_acc"]) == 2
         assert hosts.left(10.0) == {}, "processes left on the hosts"
+
+
+def test_checkpointed_workers_train_as_an_unchecked_job(real_data_dir, tmp_path):
+    """A checkpointed dist_sync job updates on the workers (``update_on_kvstore=False``),
+    so MXNet 1.9.1 does not order its first parameter pull before the first gradient
+    pushpull; unless mgpu.train sets the store up first, the pull can return the summed
+    gradients (5 of 19 starts on 2 workers, before the fix), the workers disagree and learning
+    stalls. Each start here must give both workers the unchecked job's parameters; six
+    starts catch the race 1 - (14/19)**6 = 84% of the time."""
+    job = dict(subset=1152, test_subset=200, num_epochs=1, batch_size=96, lr=0.2)
+    unchecked = run_local_cluster(partial(train_demo, **job), 2).reports()
+    want = {r["checksum"] for r in unchecked}
+    assert len(want) == 1, unchecked
+    for start in range(6):
+        checkpoint = tmp_path / f"lenet{start}.ckpt"
+        got = run_local_cluster(partial(train_checkpointed, str(checkpoint), **job),
+                                2).reports()
+        assert [r["checksum"] for r in got] == [*want] * 2, (start, got)
 
 
 def test_bad_arguments_name_what_to_fix():
