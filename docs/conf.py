@@ -3,7 +3,8 @@
 Settings only: the hooks live in the extensions of ``_ext/``: ``mgpu_book.py`` (execution cache,
 editions, figures), ``mgpu_verdict.py`` (sentences chosen by measurements), ``mgpu_search.py``
 (the Chinese search), ``mgpu_source.py`` (the source the book carries), ``mgpu_notebooks.py``
-(the notebook downloads) and ``mgpu_mathjax.py`` (the offline MathJax).
+(the notebook downloads), ``mgpu_mathjax.py`` (the offline MathJax) and ``mgpu_zh.py`` (the
+Chinese edition's citations and theme strings).
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ extensions = [
     "mgpu_source",  # _ext/mgpu_source.py: the source archive and README, linked from every page
     "mgpu_notebooks",  # _ext/mgpu_notebooks.py: clean .ipynb downloads and their zip
     "mgpu_mathjax",  # _ext/mgpu_mathjax.py: the MathJax files the pages load, served locally
+    "mgpu_zh",  # _ext/mgpu_zh.py: Chinese citations (author_year_zh), the themes' zh strings
+    "mgpu_outputs",  # _ext/mgpu_outputs.py: the Chinese edition's cell outputs in Chinese
     "myst_nb",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",
@@ -137,6 +140,8 @@ mgpu_per_language = {
         "html_title": "mgpu：用 MXNet 进行数据并行训练",
         "html_search_language": "zh",
         "html_search_options": {"dict": str(DOCS / "_build" / "jieba-glossary.txt")},
+        # 「Goyal 等人（2017）」, 「（Goyal 等人，2017）」: _ext/mgpu_zh.py's reference style.
+        "bibtex_reference_style": "author_year_zh",
         # The footer: sphinx-book-theme's "By {author}" and pydata's "© Copyright {copyright}".
         "author": "mgpu 项目组",
         "copyright": "2026，mgpu 项目组",

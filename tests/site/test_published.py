@@ -16,6 +16,9 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
+from tools.outputs_catalog import CODE as OUTPUT_CODE
+from tools.outputs_catalog import ENGLISH_RUN
+
 pytestmark = pytest.mark.site  # deselected by default; `nox -s site` runs -m site
 
 # The published site (`nox -s docs`); MGPU_SITE checks another copy of it.
@@ -108,10 +111,8 @@ class _Prose(html.parser.HTMLParser):
             self.text.append(data)
 
 
-# Four or more English words in a row, separated by spaces: a sentence or a phrase left
-# untranslated (names joined without spaces, such as an operator list "Convolution,Pooling",
-# are code).
-ENGLISH_RUN = re.compile(r"[A-Za-z][\w'’-]*(?:[,;:]?\s+[A-Za-z][\w'’-]*){3,}")
+# ENGLISH_RUN (tools/outputs_catalog.py): four or more English words in a row, a sentence or
+# a phrase left untranslated.
 # Pages whose text is mostly names of code or of works: the API reference, the bibliography.
 NOT_PROSE = {"api.html", "references.html", "genindex.html", "py-modindex.html", "search.html"}
 
@@ -124,6 +125,146 @@ def test_the_chinese_pages_have_no_english_prose():
         parser = _Prose()
         parser.feed(page.read_text("utf-8"))
         runs = ENGLISH_RUN.findall(" ".join(parser.text))
+        if runs:
+            found[page.name] = runs
+    assert found == {}
+
+
+class _Text(_Prose):
+    """All the text of a page but its code and maths: citations and emphasis included."""
+
+    SKIP_TAGS = {"pre", "code", "kbd", "samp", "script", "style", "math", "title"}
+    SKIP_CLASSES = {"highlight", "math", "sig"}
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.VOID:
+            return
+        classes = set((dict(attrs).get("class") or "").split())
+        self.open.append((tag, tag in self.SKIP_TAGS or bool(classes & self.SKIP_CLASSES)))
+
+    def handle_data(self, data):
+        if not any(skipped for _, skipped in self.open):
+            self.text.append(data)
+
+
+def test_the_chinese_pages_say_no_et_al():
+    """Citations and prose of the Chinese edition write 「等人」 (_ext/mgpu_zh.py's reference
+    style): "et al." anywhere in a page's text, citations included, is left-over English."""
+    found = {}
+    for page in sorted((SITE / "zh_CN").glob("*.html")):
+        if page.name == "references.html":  # the works' own bibliographic entries
+            continue
+        parser = _Text()
+        parser.feed(page.read_text("utf-8"))
+        hits = re.findall(r".{0,30}\bet\s+al\b.{0,10}", " ".join(parser.text), re.I)
+        if hits:
+            found[page.name] = hits
+    assert found == {}
+
+
+class _Attributes(html.parser.HTMLParser):
+    """``(tag, attribute, value)`` of the attributes a reader meets: labels read aloud, tooltips,
+    images' alt text, placeholders. A citation's tooltip (a link into the bibliography, the
+    work's entry) is a title of a work, and is left out."""
+
+    READ = ("aria-label", "title", "alt", "placeholder")
+    VOID = _Prose.VOID
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[tuple[str, str, str]] = []
+        self.open: list[tuple[str, bool]] = []  # (tag, inside a citation) of the open elements
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        citation = (bool(self.open and self.open[-1][1])
+                    or "bibtex-citation" in (a.get("class") or "").split())
+        cited = tag == "a" and (citation or "references.html#" in (a.get("href") or ""))
+        for key in self.READ:
+            if a.get(key) and not (cited and key == "title"):
+                self.found.append((tag, key, a[key]))
+        if tag not in self.VOID:
+            self.open.append((tag, citation))
+
+    def handle_startendtag(self, tag, attrs):
+        self.handle_starttag(tag, attrs)
+        if tag not in self.VOID:
+            self.open.pop()
+
+    def handle_endtag(self, tag):
+        if any(t == tag for t, _ in self.open):
+            while self.open.pop()[0] != tag:
+                pass
+
+
+# Labels the themes write in English whatever the language (sphinx-book-theme's navigation).
+ENGLISH_LABELS = {"Main", "Page"}
+
+
+def test_the_chinese_pages_have_no_english_attributes():
+    """What a reader of the Chinese edition hears (aria-label), sees on hovering (title) or in
+    place of an image (alt), or in an empty field (placeholder), is Chinese: no run of four
+    English words, and none of the themes' one-word English labels."""
+    found = {}
+    for page in sorted((SITE / "zh_CN").glob("*.html")):
+        parser = _Attributes()
+        parser.feed(page.read_text("utf-8"))
+        bad = sorted({f"<{tag} {key}={value!r}>" for tag, key, value in parser.found
+                      if ENGLISH_RUN.search(value)
+                      or (key == "aria-label" and value.strip() in ENGLISH_LABELS)})
+        if bad:
+            found[page.name] = bad
+    assert found == {}
+
+
+class _Outputs(_Prose):
+    """The text of a page's cell outputs (div.cell_output): printed text, tables and Markdown a
+    cell displays; not the code spans and maths inside them. Each printed line, table cell or
+    paragraph is a line of ``"".join(self.text)``."""
+
+    SKIP_TAGS = {"code", "kbd", "script", "style", "math"}
+    SKIP_CLASSES = {"math"}
+    # Elements that end a line of the text: blocks, table cells, line breaks.
+    BREAKS = {"br", "p", "pre", "div", "table", "tr", "td", "th", "caption", "li", "ul", "ol",
+              "dt", "dd", "h1", "h2", "h3", "h4", "h5", "h6", "blockquote"}
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.BREAKS:
+            self.text.append("\n")
+        if tag in self.VOID:
+            return
+        a = dict(attrs)
+        classes = set((a.get("class") or "").split())
+        self.open.append((tag, tag in self.SKIP_TAGS or bool(classes & self.SKIP_CLASSES),
+                          "cell_output" in classes))
+
+    def handle_endtag(self, tag):
+        if tag in self.BREAKS:
+            self.text.append("\n")
+        if any(t == tag for t, *_ in self.open):
+            while self.open.pop()[0] != tag:
+                pass
+
+    def handle_data(self, data):
+        if (any(output for *_, output in self.open)
+                and not any(skipped for _, skipped, _ in self.open)):
+            self.text.append(data)
+
+
+def test_the_chinese_outputs_are_in_chinese():
+    """What the cells of a Chinese page print or display is in Chinese too: no run of four
+    English words in a line of a cell output (names of code, joined without spaces, do not
+    count). A line of code stays as the program printed it, in English by design: an exception
+    (``DeviceError: ...``), a command line, CPU flags (``avx512f: no``), what
+    tools/outputs_catalog.py's CODE matches, as the catalog's check of the outputs does."""
+    found = {}
+    for page in sorted((SITE / "zh_CN").glob("*.html")):
+        if page.name in NOT_PROSE:
+            continue
+        parser = _Outputs()
+        parser.feed(page.read_text("utf-8"))
+        runs = [run for line in "".join(parser.text).splitlines()
+                if not OUTPUT_CODE.match(line) for run in ENGLISH_RUN.findall(line)]
         if runs:
             found[page.name] = runs
     assert found == {}

@@ -46,7 +46,7 @@ def test_chinese_labels_come_from_the_table():
     assert fig.axes[0].get_xlabel() == style.LABELS["zh"]["plot"]["epoch"] == "迭代周期"
     assert fig.axes[1].get_ylabel() == "准确率"
     legend = fig.axes[1].get_legend_handles_labels()[1]
-    run = "2 个 cpu，批量 512，学习率 0.2"
+    run = "2 个 CPU，批量 512，学习率 0.2"
     assert legend == [f"{run}（测试）", f"{run}（训练）"]
     assert plot.plot_timeline(EVENTS, lang="zh").axes[0].get_xlabel() == "毫秒"
 

@@ -82,13 +82,25 @@ def _text_width_in(text: str, points: float) -> float:
     return ems * points / 72
 
 
+def _kinds(devices: Sequence[str], lang: str) -> str:
+    """The device types of ``devices`` (``"cpu(0)"``, ...): as MXNet writes them in
+    English, upper case in Chinese prose.
+
+    >>> _kinds(["gpu(1)", "cpu(0)", "gpu(0)"], "en"), _kinds(["cpu(0)"], "zh")
+    ('cpu+gpu', 'CPU')
+    """
+    kinds = "+".join(sorted({d.split("(")[0] for d in devices}))
+    return kinds.upper() if lang == "zh" else kinds
+
+
 def plot_history(histories: Sequence, labels: Sequence[str] | None = None,
                  title: str = "", xlabel: str | None = None,
                  ylabels: tuple[str, str] | None = None, lang: str = "en"):
     """Loss (left) and train/test accuracy (right) per epoch of one or more runs.
 
     ``histories`` are :class:`mgpu.loop.History` objects; ``labels`` default to each
-    run's devices, batch and learning rate, in ``lang``. The axis labels and the
+    run's devices, batch and learning rate, in ``lang`` (a Chinese label names the
+    device type in upper case, 「1 个 CPU」). The axis labels and the
     legend's words are in ``lang`` (``"en"`` or ``"zh"``) unless ``xlabel`` and
     ``ylabels`` are given. The legend, under the plots, gives each run's colour and the
     key to the accuracy's lines (test solid, train dashed).
@@ -102,7 +114,7 @@ def plot_history(histories: Sequence, labels: Sequence[str] | None = None,
     >>> plot_history([h], lang="zh").axes[1].get_ylabel()
     '准确率'
     >>> plot_history([h], lang="zh").axes[0].get_legend_handles_labels()[1]
-    ['1 个 cpu，批量 256，学习率 0.1']
+    ['1 个 CPU，批量 256，学习率 0.1']
     >>> sorted(t.get_text() for t in fig.legends[0].get_texts())
     ['1 x cpu, batch 256, lr 0.1', 'test (solid)', 'train (dashed)']
     """
@@ -114,8 +126,7 @@ def plot_history(histories: Sequence, labels: Sequence[str] | None = None,
     if labels is None:
         labels = [wording["run"].format(
             n=len(h.devices), batch=h.batch_size, lr=h.lr,
-            kinds="+".join(sorted({d.split("(")[0] for d in h.devices})))
-            for h in histories]
+            kinds=_kinds(h.devices, lang)) for h in histories]
     fig = figure(WIDTH, 3.7, layout="constrained")
     ax_loss, ax_acc = fig.subplots(1, 2)
     runs = []
