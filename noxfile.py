@@ -1,5 +1,5 @@
-"""Sessions for the mgpu book: tests, docs (the book), lint, i18n, bench, browser, site, serve,
-lock.
+"""Sessions for the mgpu book: tests, docs (the book), pdf, lint, i18n, bench, browser, site,
+serve, lock.
 
 Every session provisions what it needs on a fresh machine: the right MXNet build (the ``gpu``
 extra when ``nvidia-smi`` sees a GPU, else ``cpu``) and the Fashion-MNIST files. Every session
@@ -21,7 +21,8 @@ import nox
 ROOT = Path(__file__).parent
 sys.path.insert(0, str(ROOT))  # nox's interpreter imports the package tools from the repository
 from tools import catalogs, horovod_wheel, stamps, system  # noqa: E402
-from tools.site import publish, site_size  # noqa: E402
+from tools.pdf import pdf_name  # noqa: E402
+from tools.site import publish, publish_pdfs, site_size  # noqa: E402
 
 nox.options.reuse_existing_virtualenvs = True
 # uv creates the venvs and installs into them when it is there, else virtualenv and pip.
@@ -36,7 +37,7 @@ PYTHON = "3.11"
 LOCK = ROOT / "constraints.txt"
 # The extras the lock covers (all but gpu: mxnet-cu112 cannot be resolved on a CPU-only machine).
 LOCKED_EXTRAS = ("cpu", "docs", "test", "lint", "plot", "browser", "horovod", "serve", "site",
-                 "lock")
+                 "pdf", "lock")
 
 
 def pinned(session: nox.Session, *args: str) -> None:
@@ -121,18 +122,48 @@ def lint(session: nox.Session) -> None:
                 "docs/check_translations.py", "docs/serve.py", "noxfile.py")
 
 
-def sphinx(session: nox.Session, language: str, *extra: str) -> None:
-    """One edition into ``docs/_build/sphinx/<language>`` (its doctrees beside, not inside)."""
+def sphinx(session: nox.Session, language: str, builder: str = "html") -> None:
+    """One edition into ``docs/_build/sphinx/<language>`` (its doctrees beside, not inside).
+
+    The ``singlehtml`` builder (the page ``tools/pdf.py`` prints) writes to
+    ``docs/_build/singlehtml/<language>`` and only reads the execution cache.
+    """
+    html = builder == "html"
     session.run(
-        "sphinx-build", "-b", "html", "-W", "--keep-going", "-n",
-        "-d", str(BUILD / "doctrees" / language),
-        "-D", f"language={language}", str(DOCS), str(BUILD / "sphinx" / language), *extra,
+        "sphinx-build", "-b", builder, "-W", "--keep-going", "-n",
+        "-d", str(BUILD / "doctrees" / (language if html else f"{builder}-{language}")),
+        "-D", f"language={language}", *([] if html else ["-D", "mgpu_cached_only=1"]),
+        str(DOCS), str(BUILD / ("sphinx" if html else builder) / language),
     )
+
+
+def chromium(session: nox.Session) -> Path:
+    """Debian's Chromium (installed if missing, as root), or ``MGPU_CHROMIUM``, and CJK fonts."""
+    path = Path(os.environ.get("MGPU_CHROMIUM", "/usr/bin/chromium"))
+    system.ensure_chromium(path, session.log, system.root_apt())
+    # Chromium may be there without them: Chinese pages need them
+    system.ensure_cjk_fonts(session.log, system.root_apt())
+    if not path.is_file():
+        session.error(f"Chromium not found at {path}: apt-get install chromium, "
+                      "or set MGPU_CHROMIUM to a Chromium binary")
+    return path
+
+
+def build_pdfs(session: nox.Session, languages: tuple[str, ...]) -> None:
+    """Each edition's PDF in ``docs/_build/pdf/``: its single-page build, from the execution
+    cache (no page runs again), printed by headless Chromium (``tools/pdf.py``)."""
+    browser = chromium(session)
+    for language in languages:
+        sphinx(session, language, "singlehtml")
+        session.run("python", "-m", "tools.pdf",
+                    str(BUILD / "singlehtml" / language / "index.html"),
+                    str(BUILD / "pdf" / pdf_name(language)), "--chromium", str(browser))
 
 
 @nox.session(python=PYTHON)
 def docs(session: nox.Session) -> None:
-    """Build the book in English and Chinese (executing every chapter once).
+    """Build the book in English and Chinese (executing every chapter once), and the PDF of
+    each edition (printed by Debian's Chromium, installed if missing, as ``nox -s pdf`` does).
 
     ``-- --open`` serves it on http://127.0.0.1 and opens it in a browser (Ctrl-C stops the
     server). ``-- --en`` builds the English edition only.
@@ -140,7 +171,7 @@ def docs(session: nox.Session) -> None:
     import time
 
     open_it = "--open" in session.posargs
-    install(session, "docs")
+    install(session, "docs", "pdf")
     ensure_horovod(session)  # the Horovod chapter runs horovodrun
     ensure_data(session)
     ensure_hosts_tools(session)  # chapters measure across emulated hosts where they can
@@ -158,15 +189,38 @@ def docs(session: nox.Session) -> None:
         # Same sources, same execution cache: the Chinese build runs no notebook again.
         sphinx(session, "zh_CN")
         timings["zh_CN"] = time.perf_counter() - start
+    start = time.perf_counter()
+    build_pdfs(session, languages)
+    timings["pdf"] = time.perf_counter() - start
     site = publish(BUILD, DOCS / "_root", languages)
     session.log("build times: " + ", ".join(f"{k} {v:.1f} s" for k, v in timings.items()))
-    session.log(f"The book: {site / 'index.html'} ({site_size(site) / 1e6:.1f} MB)")
+    pdfs = [site / language / "_downloads" / pdf_name(language) for language in languages]
+    html = site_size(site) - sum(p.stat().st_size for p in pdfs)
+    session.log(f"The book: {site / 'index.html'} ({html / 1e6:.1f} MB; PDFs: "
+                + ", ".join(f"{p.name} {p.stat().st_size / 1e6:.1f} MB" for p in pdfs) + ")")
     if open_it:
         # Over http://, not file://: the search fetches its result summaries, which browsers
         # refuse to do for file:// pages.
         stop = os.environ.get("MGPU_SERVE_SECONDS")  # CI: check the server, then go on
         session.run("python", str(DOCS / "serve.py"), "--open", str(site),
                     *(["--stop-after", stop] if stop else []))
+
+
+@nox.session(python=PYTHON)
+def pdf(session: nox.Session) -> None:
+    """Rebuild the PDF of each edition from the execution cache (run `nox -s docs` first).
+
+    ``docs/_build/pdf/mgpu-<language>.pdf``, also put into the published site (each edition's
+    ``_downloads/``, linked from every page). No page is executed: the build fails if the cache
+    is stale. ``-- --en`` builds the English PDF only.
+    """
+    languages = ("en",) if "--en" in session.posargs else ("en", "zh_CN")
+    install(session, "docs", "pdf")
+    build_pdfs(session, languages)
+    site = BUILD / "html"
+    if (site / "en" / "index.html").is_file():
+        publish_pdfs(BUILD, site, languages)
+        session.log(f"published in {site}")
 
 
 @nox.session(python=PYTHON)
@@ -202,13 +256,7 @@ def browser(session: nox.Session) -> None:
     """Test the built site (run `nox -s docs` first) in headless Chromium, served on 127.0.0.1."""
     if not (BUILD / "html" / "zh_CN" / "index.html").is_file():
         session.error("no built site in docs/_build/html: run 'nox -s docs' first")
-    chromium = os.environ.get("MGPU_CHROMIUM", "/usr/bin/chromium")
-    system.ensure_chromium(Path(chromium), session.log, system.root_apt())
-    # Chromium may be there without them: Chinese pages need them
-    system.ensure_cjk_fonts(session.log, system.root_apt())
-    if not Path(chromium).is_file():
-        session.error(f"Chromium not found at {chromium}: apt-get install chromium, "
-                      "or set MGPU_CHROMIUM to a Chromium binary")
+    chromium(session)
     install(session, "browser")
     session.run("pytest", "-m", "browser", "tests/browser", "-q", *session.posargs)
     session.log(f"screenshots: {BUILD / 'screenshots'}")

@@ -3,8 +3,9 @@
 Settings only: the hooks live in the extensions of ``_ext/``: ``mgpu_book.py`` (execution cache,
 editions, figures), ``mgpu_verdict.py`` (sentences chosen by measurements), ``mgpu_search.py``
 (the Chinese search), ``mgpu_source.py`` (the source the book carries), ``mgpu_notebooks.py``
-(the notebook downloads), ``mgpu_mathjax.py`` (the offline MathJax) and ``mgpu_zh.py`` (the
-Chinese edition's citations and theme strings).
+(the notebook downloads), ``mgpu_mathjax.py`` (the offline MathJax), ``mgpu_zh.py`` (the
+Chinese edition's citations and theme strings), ``mgpu_outputs.py`` (its cell outputs) and
+``mgpu_pdf.py`` (the PDF of each edition).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ extensions = [
     "mgpu_mathjax",  # _ext/mgpu_mathjax.py: the MathJax files the pages load, served locally
     "mgpu_zh",  # _ext/mgpu_zh.py: Chinese citations (author_year_zh), the themes' zh strings
     "mgpu_outputs",  # _ext/mgpu_outputs.py: the Chinese edition's cell outputs in Chinese
+    "mgpu_pdf",  # _ext/mgpu_pdf.py: the printed edition's title page and style, the PDF's link
     "myst_nb",
     "sphinx.ext.autodoc",
     "sphinx.ext.napoleon",

@@ -1,8 +1,9 @@
 """The published site: the editions' build directories, reduced to what readers load.
 
 :func:`publish` assembles ``docs/_build/html``: each edition without build leftovers
-(doctrees, ``.buildinfo``, source maps, images no page shows), the Chinese edition loading the
-static files it shares with the English one from there, and ``docs/_root``'s pages at the root.
+(doctrees, ``.buildinfo``, source maps, images no page shows) and with its PDF (if built), the
+Chinese edition loading the static files it shares with the English one from there, and
+``docs/_root``'s pages at the root.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import re
 import shutil
 from pathlib import Path
 
+from tools.pdf import pdf_name
+
 __all__ = ["IMAGE_LINK", "LINK", "SHARED", "SOURCE_LINK", "UNLOADED", "prune_images",
-           "prune_sources", "publish", "share_static", "site_size"]
+           "prune_sources", "publish", "publish_pdfs", "share_static", "site_size"]
 
 # Files of an edition that no page loads: source maps (only a browser's developer tools ask for
 # them), and the themes' templates; _static/locales (the theme's catalogs) is build-time only.
@@ -108,6 +111,7 @@ def publish(build: Path, root_pages: Path, languages: tuple[str, ...]) -> Path:
         shutil.rmtree(site / language / "_static" / "locales", ignore_errors=True)
         prune_images(site / language)
         prune_sources(site / language)
+    publish_pdfs(build, site, languages)
     if "en" in languages:
         for language in languages:
             if language != "en":
@@ -116,6 +120,31 @@ def publish(build: Path, root_pages: Path, languages: tuple[str, ...]) -> Path:
         shutil.copyfile(page, site / page.name)
     (site / ".nojekyll").touch()
     return site
+
+
+def publish_pdfs(build: Path, site: Path, languages: tuple[str, ...]) -> list[Path]:
+    """Copy each edition's PDF (``build/pdf/mgpu-<language>.pdf``, where it was built) into
+    its ``_downloads/`` in ``site``; return the copies.
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as tmp:
+    ...     build, site = Path(tmp) / "build", Path(tmp) / "site"
+    ...     (build / "pdf").mkdir(parents=True)
+    ...     _ = (build / "pdf" / "mgpu-en.pdf").write_bytes(b"%PDF-1.4")
+    ...     [p.relative_to(site).as_posix() for p in publish_pdfs(build, site, ("en", "zh_CN"))]
+    ['en/_downloads/mgpu-en.pdf']
+    """
+    copies = []
+    for language in languages:
+        pdf = build / "pdf" / pdf_name(language)
+        if pdf.is_file():
+            copy = site / language / "_downloads" / pdf.name
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            tmp = copy.with_name(copy.name + ".tmp")  # a served site never shows half a PDF
+            shutil.copyfile(pdf, tmp)
+            tmp.replace(copy)
+            copies.append(copy)
+    return copies
 
 
 def site_size(site: Path) -> int:

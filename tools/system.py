@@ -14,9 +14,9 @@ import subprocess
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-__all__ = ["DATA_PROBE", "Log", "SetupError", "apt_install", "ensure_chromium", "ensure_cjk_fonts",
-           "ensure_data", "ensure_iproute2", "ensure_sshd", "has_cjk_font", "mxnet_extra",
-           "root_apt"]
+__all__ = ["CJK_FONTS", "DATA_PROBE", "Log", "SetupError", "apt_install", "ensure_chromium",
+           "ensure_cjk_fonts", "ensure_data", "ensure_iproute2", "ensure_sshd", "has_cjk_font",
+           "mxnet_extra", "root_apt"]
 
 #: What the steps report with: nox's ``session.log``.
 Log = Callable[[str], object]
@@ -98,22 +98,31 @@ def ensure_data(run: Callable[..., object], log: Log, apt: str | None) -> None:
         )
 
 
-def has_cjk_font() -> bool:
-    """Whether fontconfig (``fc-list``) knows a CJK font for Chinese."""
+#: Debian's CJK fonts, and the family each provides: Noto Sans CJK for the pages and figures,
+#: WenQuanYi Micro Hei for the PDF (TrueType outlines, which Chromium embeds as a font; it draws
+#: Noto's CFF outlines as Type 3 glyphs, see docs/_static/mgpu-book.css).
+CJK_FONTS = {"fonts-noto-cjk": "Noto Sans CJK", "fonts-wqy-microhei": "WenQuanYi Micro Hei"}
+
+
+def has_cjk_font(family: str = "CJK") -> bool:
+    """Whether fontconfig (``fc-list``) knows a font for Chinese whose name holds ``family``."""
     fc_list = shutil.which("fc-list")
-    return bool(fc_list) and "CJK" in subprocess.run(
+    return bool(fc_list) and family in subprocess.run(
         [fc_list, ":lang=zh"], capture_output=True, text=True).stdout
 
 
 def ensure_cjk_fonts(log: Log, apt: str | None) -> None:
-    """Debian's fonts-noto-cjk, for Chinese figures and pages, installed on its own as root."""
-    if has_cjk_font():
+    """Debian's :data:`CJK_FONTS` that are missing, for the Chinese figures, pages and PDF,
+    installed on their own as root."""
+    missing = [package for package, family in CJK_FONTS.items() if not has_cjk_font(family)]
+    if not missing:
         return
     if apt:
-        log("installing Debian's fonts-noto-cjk (Chinese figures and pages)")
-        apt_install(apt, ["fonts-noto-cjk"], recommends=False)
+        log(f"installing Debian's {' '.join(missing)} (Chinese figures, pages and PDF)")
+        apt_install(apt, missing, recommends=False)
     else:
-        log("no CJK font found: install fonts-noto-cjk (Debian) for the Chinese edition")
+        log(f"Chinese fonts missing: install {' '.join(missing)} (Debian) for the Chinese "
+            "edition")
 
 
 def ensure_iproute2(log: Log, apt: str | None,

@@ -8,7 +8,9 @@ The Chinese search lives in ``_ext/mgpu_search.py``, the source the book carries
   ``config-inited``, in builds that use the cache (``nb_execution_mode = "cache"``; the gettext
   build runs with ``off`` and leaves the cache alone), a changed package clears the cache and a
   changed data file drops its page's cached execution. Both editions share the cache, so the
-  first build after a change executes and the second reuses.
+  first build after a change executes and the second reuses. A build with
+  ``mgpu_cached_only = True`` (the single-page editions that ``tools/pdf.py`` prints) executes
+  nothing: it fails when the cache is stale, and when a page was executed all the same.
 - **Re-reading.** A changed package re-reads every page (the config value ``mgpu_package_hash``
   rebuilds the environment); a page re-reads when one of its data files changes (a Sphinx
   dependency of that page).
@@ -30,6 +32,7 @@ from typing import Any
 
 from sphinx.application import Sphinx
 from sphinx.config import Config
+from sphinx.errors import ExtensionError
 from sphinx.util import logging
 
 # The repository, where the package tools is: one digest for the stamps of nox and of this cache.
@@ -72,11 +75,11 @@ def _invalidate_cache(app: Sphinx, config: Config) -> None:
         return
     from jupyter_cache import get_cache
 
-    # Resolved as MyST-NB resolves it.
-    cache_dir = Path(config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache")
-    cache_dir = cache_dir.resolve()
+    cache_dir = _cache_dir(app, config)
     stamp = cache_dir.parent / "mgpu-source.sha256"
     if not unchanged(stamp, config.mgpu_package_hash):
+        _refuse_execution(config, "the cached outputs were not computed with this src/mgpu "
+                          "(it changed, or the book was never built)")
         if cache_dir.exists():
             logger.info("mgpu_book: mgpu changed since the last build: clearing %s", cache_dir)
             get_cache(str(cache_dir)).clear_cache()
@@ -87,6 +90,7 @@ def _invalidate_cache(app: Sphinx, config: Config) -> None:
         stamp = cache_dir.parent / f"data-{page}.sha256"
         if unchanged(stamp, wanted):
             continue
+        _refuse_execution(config, f"the data of page {page!r} changed since the book was built")
         if cache_dir.exists():
             cache = get_cache(str(cache_dir))
             for entry in cache.list_cache_records():
@@ -95,6 +99,53 @@ def _invalidate_cache(app: Sphinx, config: Config) -> None:
                                 page)
                     cache.remove_cache(entry.pk)
         record(stamp, wanted)
+
+
+def _cache_dir(app: Sphinx, config: Config) -> Path:
+    """The execution cache, resolved as MyST-NB resolves it."""
+    path = config.nb_execution_cache_path or Path(app.outdir).parent / ".jupyter_cache"
+    return Path(path).resolve()
+
+
+def _refuse_execution(config: Config, why: str) -> None:
+    if config.mgpu_cached_only:
+        raise ExtensionError(f"mgpu_book: {why}, and this build (mgpu_cached_only) executes "
+                             "nothing: build the book first (nox -s docs)")
+
+
+def _cached_executions(app: Sphinx) -> set[tuple[int, str]]:
+    """The cache's records: a page executed in a build adds one (a new key, its file)."""
+    from jupyter_cache import get_cache
+
+    cache_dir = _cache_dir(app, app.config)
+    if not cache_dir.exists():
+        return set()
+    return {(r.pk, r.uri) for r in get_cache(str(cache_dir)).list_cache_records()}
+
+
+def _watch_executions(app: Sphinx) -> None:
+    """In ``mgpu_cached_only`` builds, fail the build if a page was executed all the same."""
+    if not app.config.mgpu_cached_only:
+        return
+    before = _cached_executions(app)
+
+    def check(app: Sphinx, exception: Exception | None) -> None:
+        from jupyter_cache import get_cache
+
+        added = _cached_executions(app) - before
+        if not added:
+            return
+        # Forgotten again: a second build must not find these executions and pass.
+        cache = get_cache(str(_cache_dir(app, app.config)))
+        for pk, _ in added:
+            cache.remove_cache(pk)
+        if exception is None:
+            executed = ", ".join(sorted(uri for _, uri in added))
+            raise ExtensionError(f"mgpu_book: {len(added)} page(s) executed in a build that "
+                                 f"must only read the cache: {executed}; build the book "
+                                 "first (nox -s docs)")
+
+    app.connect("build-finished", check)
 
 
 def _note_data_dependencies(app: Sphinx, docname: str, source: list[str]) -> None:
@@ -242,9 +293,12 @@ def setup(app: Sphinx) -> dict[str, Any]:
     # repository, if there is one (the header's source menu links to it).
     # Computed from mgpu_package_dir on config-inited; a new value re-reads every page.
     app.add_config_value("mgpu_package_hash", "", "env", types=(str,))
+    # True: execute nothing, only read the cache (tools/pdf.py's single-page editions).
+    app.add_config_value("mgpu_cached_only", False, "", types=(bool,))
     app.connect("config-inited", _resolve_paths, priority=400)
     app.connect("config-inited", _invalidate_cache)
     app.connect("config-inited", _per_language)
+    app.connect("builder-inited", _watch_executions)
     app.connect("source-read", _note_data_dependencies)
     app.connect("doctree-read", _drop_other_editions)
     app.connect("doctree-resolved", _translate_exec_table)

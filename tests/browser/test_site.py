@@ -547,3 +547,51 @@ def test_tables_fit_or_scroll_with_a_cue(reader, site_url, lang, name):
     tables = reader.eval_on_selector_all("article table", TABLES_FIT)
     bad = [t for t in tables if not (t["fits"] or t["wrapped"])]
     assert not bad, f"tables that run off the column: {bad}"
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_the_download_menu_offers_the_book_as_a_pdf(desktop, site_url, lang):
+    """The download menu of a chapter: the whole book's PDF of the edition (a click opens it)
+    beside the entry that prints the page, each named in the edition's language."""
+    _open(desktop, f"{site_url}/{lang}/{READ}.html")
+    _press(desktop, desktop.locator(".dropdown-download-buttons > button"))
+    book = desktop.locator(".dropdown-download-buttons a.btn-download-book-pdf-button")
+    book.wait_for(state="visible")
+    assert book.inner_text().strip() == ("Book (.pdf)" if lang == "en" else "全书（.pdf）")
+    printing = desktop.locator(".dropdown-download-buttons .btn-download-pdf-button")
+    assert printing.inner_text().strip() == ("Print this page" if lang == "en" else "打印本页")
+    # It opens in a new tab (the theme's menu links open one), at the PDF's address.
+    url = f"{site_url}/{lang}/_downloads/mgpu-{lang}.pdf"
+    with desktop.context.expect_page() as opened:
+        _press(desktop, book)
+    opened.value.wait_for_url(url)
+    pdf = desktop.request.get(url)
+    assert pdf.ok and pdf.headers["content-type"] == "application/pdf"
+    assert pdf.body().startswith(b"%PDF-") and len(pdf.body()) > 10**6
+
+
+# The printable width of an A4 page with Chromium's default print margins (1 cm each side).
+A4_PRINT_PX = round((210 - 20) / 25.4 * 96)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_printed_chapter_wraps_its_code_and_keeps_its_number(desktop, site_url, lang):
+    """A chapter laid out as the browser prints it (print media, at an A4 page's width; the
+    print dialog itself cannot be driven headless): no code block, output or table is wider than
+    the text (nothing is cut off, nothing scrolls), and the printed title is the chapter's
+    numbered one."""
+    desktop.set_viewport_size({"width": A4_PRINT_PX, "height": 1000})
+    desktop.emulate_media(media="print")
+    _open(desktop, f"{site_url}/{lang}/{READ}.html")
+    too_wide = desktop.evaluate("""() => {
+      const article = document.querySelector('article.bd-article');
+      const edge = article.getBoundingClientRect().right + 1;
+      return [...article.querySelectorAll('pre, table, div.cell_output, img')]
+        .filter(el => el.getBoundingClientRect().width > 0
+                      && (el.getBoundingClientRect().right > edge
+                          || el.scrollWidth > el.clientWidth + 1))
+        .map(el => el.tagName + ': ' + el.textContent.trim().slice(0, 50));
+    }""")
+    assert too_wide == []
+    titles = [t.strip() for t in desktop.locator("h1:visible").all_inner_texts()]
+    assert len(titles) == 1 and re.match(r"4\. \S", titles[0]), titles

@@ -90,15 +90,21 @@ def test_ensure_data_says_how_to_get_the_data():
 
 
 def test_ensure_cjk_fonts(monkeypatch, apt):
-    monkeypatch.setattr(system, "has_cjk_font", lambda: False)
+    monkeypatch.setattr(system, "has_cjk_font", lambda family: False)
     log = []
     system.ensure_cjk_fonts(log.append, None)
-    assert log == ["no CJK font found: install fonts-noto-cjk (Debian) for the Chinese edition"]
+    assert log == ["Chinese fonts missing: install fonts-noto-cjk fonts-wqy-microhei (Debian) "
+                   "for the Chinese edition"]
     system.ensure_cjk_fonts(log.append, str(apt))
-    assert calls(apt)[-1] == "install -y -q --no-install-recommends fonts-noto-cjk"
-    monkeypatch.setattr(system, "has_cjk_font", lambda: True)
+    assert calls(apt)[-1] == ("install -y -q --no-install-recommends fonts-noto-cjk "
+                              "fonts-wqy-microhei")
+    # Only what is missing.
+    monkeypatch.setattr(system, "has_cjk_font", lambda family: family == "Noto Sans CJK")
     system.ensure_cjk_fonts(log.append, str(apt))
-    assert len(log) == 2 and len(calls(apt)) == 3
+    assert calls(apt)[-1] == "install -y -q --no-install-recommends fonts-wqy-microhei"
+    monkeypatch.setattr(system, "has_cjk_font", lambda family: True)
+    system.ensure_cjk_fonts(log.append, str(apt))
+    assert len(log) == 3 and len(calls(apt)) == 4  # nothing more
 
 
 def test_ensure_sshd_only_where_services_do_not_start(tmp_path, apt):

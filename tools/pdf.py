@@ -1,0 +1,313 @@
+"""Print the book: an edition's single-page build to one PDF, with headless Chromium.
+
+``nox -s pdf`` and ``nox -s docs`` run it in a venv with the ``pdf`` extra (Playwright, pypdf)::
+
+    python -m tools.pdf docs/_build/singlehtml/en/index.html docs/_build/pdf/mgpu-en.pdf
+
+The page is laid out as printed (A4, ``_static/mgpu-book.css``) and checked first: a code block,
+output, table, image or formula wider than the text fails, naming it. The first printing gives
+the page of every chapter and section (Chromium makes a named destination of every HTML id
+that a link leads to); the table of contents printed alone with those numbers replaces its
+placeholder pages. Last, the PDF gets bookmarks for the chapters and sections, and its title.
+A report (pages, bytes, seconds, the table of contents) is written beside the PDF as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import logging
+import time
+from pathlib import Path
+
+# The text's width on an A4 page with mgpu-book.css's margins (17 mm each side), in CSS pixels
+# (96 per inch): the layout is checked at this width.
+TEXT_WIDTH_PX = round((210 - 2 * 17) / 25.4 * 96)
+TEXT_HEIGHT_PX = round((297 - 18 - 20) / 25.4 * 96)  # its height (18 mm above, 20 mm below)
+
+# The table of contents' links, each as [level, title, id of the element it leads to]. A
+# chapter's link leads to the empty <span id="document-..."> Sphinx puts before the chapter's
+# section, which starts the new page: the link's target is the section's heading. A section's
+# id is unique in its chapter only ("summary", "exercises"): the section of this chapter gets a
+# unique id, and the link leads to its heading.
+TOC_JS = """() => {
+  let chapter = document;
+  return [...document.querySelectorAll('.mgpu-book-toc a.reference.internal')].map(a => {
+    const level = +((a.closest('li').className.match(/toctree-l(\\d)/) || [0, 1])[1]);
+    const id = decodeURIComponent(a.hash.slice(1));
+    let target = level === 1 ? document.getElementById(id)
+                              : chapter.querySelector('#' + CSS.escape(id));
+    if (target && target.tagName === 'SPAN' && !target.textContent.trim()
+        && target.nextElementSibling) target = target.nextElementSibling;
+    if (!target) return [level, a.textContent.trim(), ''];
+    // The title is one flex item: its words, maths and code keep their spaces.
+    const title = document.createElement('span');
+    title.className = 'mgpu-toc-title';
+    while (a.firstChild) title.appendChild(a.firstChild);
+    a.appendChild(title);
+    if (level === 1) chapter = target;
+    else if (document.querySelectorAll('[id="' + CSS.escape(target.id) + '"]').length > 1) {
+      target.id = chapter.id + '--' + target.id;
+    }
+    // The section's heading, not the section: a section's box may start at the foot of a page
+    // whose next page holds its heading (headings do not end a page).
+    const head = target.querySelector(':scope > h1, :scope > h2, :scope > h3, :scope > h4');
+    if (head) {
+      if (!head.id) head.id = target.id + '--title';
+      target = head;
+    }
+    a.hash = '#' + target.id;
+    return [level, a.textContent.trim(), target.id];
+  });
+}"""
+
+# Page numbers into the table of contents: one span per link (a placeholder as wide as three
+# digits in the first printing).
+NUMBER_JS = """(numbers) => {
+  document.querySelectorAll('.mgpu-book-toc a.reference.internal').forEach((a, i) => {
+    let span = a.querySelector('.mgpu-toc-page');
+    if (!span) { span = document.createElement('span'); span.className = 'mgpu-toc-page';
+                 a.appendChild(span); }
+    span.textContent = numbers[i];
+  });
+}"""
+
+# What runs past the text's right edge in the printed layout: [section id, what, its start].
+OVERFLOW_JS = """() => {
+  const article = document.querySelector('article.bd-article');
+  const edge = article.getBoundingClientRect().right + 1;
+  const found = [];
+  for (const el of article.querySelectorAll(
+      'pre, table, img, div.cell_output, mjx-container[display="true"]')) {
+    const box = el.getBoundingClientRect();
+    if (box.width === 0) continue;
+    if (box.right > edge || el.scrollWidth > el.clientWidth + 1) {
+      const section = el.closest('section[id]');
+      found.push([section ? section.id : '', el.tagName.toLowerCase(),
+                  (el.textContent || el.getAttribute('src') || '').trim().slice(0, 60)]);
+    }
+  }
+  return found;
+}"""
+
+
+def pdf_name(language: str | None) -> str:
+    """The file name of an edition's PDF (in ``docs/_build/pdf/`` and the edition's
+    ``_downloads/``).
+
+    >>> pdf_name("zh_CN")
+    'mgpu-zh_CN.pdf'
+    """
+    return f"mgpu-{language or 'en'}.pdf"
+
+
+class PrintError(RuntimeError):
+    """The page cannot be printed as a book (something is too wide, a link leads nowhere)."""
+
+
+def destination_pages(pdf: bytes) -> dict[str, int]:
+    """The page (1-based) of each named destination of a PDF: Chromium names them by HTML id.
+
+    >>> destination_pages(_blank_pdf())
+    {}
+    """
+    from pypdf import PdfReader
+
+    reader = PdfReader(io.BytesIO(pdf))
+    return {name.lstrip("/"): reader.get_destination_page_number(dest) + 1
+            for name, dest in reader.named_destinations.items()}
+
+
+def _blank_pdf() -> bytes:
+    from pypdf import PdfWriter
+
+    writer = PdfWriter()
+    writer.add_blank_page(width=595, height=842)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+# Everything the layout depends on, loaded: every image (the theme loads figures lazily, as
+# they scroll into view: a printing would lay some out before they load), the web fonts, and
+# MathJax's typesetting, which starts after the page loads.
+READY_JS = """async () => {
+  const PAGE_HEIGHT_PX = {page_height};
+  const images = [...document.images];
+  images.forEach(img => { img.loading = 'eager'; });
+  await Promise.all(images.map(img => img.decode().catch(() => null)));
+  await document.fonts.ready;
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    await MathJax.startup.promise;
+  }
+  // A code cell, output, code block or doctest shorter than 40% of a page is not split over
+  // two pages (a longer one may be: moved whole, it would leave the page before half empty).
+  for (const el of document.querySelectorAll(
+      'div.cell_input, div.cell_output, div[class*="highlight-"]')) {
+    if (el.getBoundingClientRect().height < 0.4 * PAGE_HEIGHT_PX) el.style.breakInside = 'avoid';
+  }
+  return images.filter(img => !img.complete || !img.naturalWidth).map(img => img.src);
+}""".replace("{page_height}", str(TEXT_HEIGHT_PX))
+
+
+def _print(page) -> bytes:
+    # The page size and margins are mgpu-book.css's @page rule; its footer has the numbers.
+    return page.pdf(prefer_css_page_size=True, print_background=True)
+
+
+def _with_bookmarks(pdf: bytes, toc: list[list], pages: list[int], *, title: str,
+                    author: str, language: str) -> bytes:
+    """The PDF with a bookmark per chapter (level 1) and section (level 2), its metadata and
+    its language (``/Lang``, which screen readers and text search use)."""
+    from pypdf import PdfWriter
+    from pypdf.generic import NameObject, TextStringObject
+
+    writer = PdfWriter(clone_from=io.BytesIO(pdf))
+    parents: dict[int, object] = {}
+    for (level, text, _), page in zip(toc, pages):
+        parent = parents.get(level - 1)
+        parents[level] = writer.add_outline_item(title=text, page_number=page - 1, parent=parent)
+    writer.add_metadata({"/Title": title, "/Author": author, "/Creator": "mgpu tools/pdf.py"})
+    writer.page_mode = "/UseOutlines"
+    writer.root_object[NameObject("/Lang")] = TextStringObject(language)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def _with_contents(body: bytes, contents: bytes, first: int, last: int) -> bytes:
+    """``body`` whose pages ``first`` to ``last`` (1-based) show those of ``contents`` instead:
+    their drawing and its resources, not their links (``body``'s lead to its destinations)."""
+    from pypdf import PdfReader, PdfWriter
+    from pypdf.generic import NameObject
+
+    writer = PdfWriter(clone_from=io.BytesIO(body))
+    donor = PdfReader(io.BytesIO(contents))
+    for index in range(first - 1, last):
+        target, source = writer.pages[index], donor.pages[index]
+        for key in ("/Contents", "/Resources"):
+            target[NameObject(key)] = source.raw_get(key).clone(writer)
+    out = io.BytesIO()
+    writer.write(out)
+    return out.getvalue()
+
+
+def _print_numbered(page, toc: list[list], html: Path) -> tuple[bytes, list[int]]:
+    """The book, and the page of each entry of its table of contents.
+
+    The book is printed with placeholders in its table of contents, which gives the page of each
+    entry; then the title page and the table alone, with the numbers, whose pages take the
+    placeholders' place. Printing the whole book again would not do: Chromium may break a later
+    page differently when only the digits of the table changed (a heading at the foot of a page
+    in chapter 9), which makes the numbers wrong again. The numbers' boxes have a fixed width,
+    so the table keeps its lines and pages.
+    """
+    page.evaluate(NUMBER_JS, ["888"] * len(toc))
+    body = _print(page)
+    where = destination_pages(body)
+    pages = [where.get(target) for _, _, target in toc]
+    if None in pages:
+        lost = [text for (_, text, _), n in zip(toc, pages) if n is None]
+        raise PrintError(f"{html}: no destination in the PDF for {lost}")
+    first = where["mgpu-book-toc"]
+    last = where[page.evaluate("() => document.querySelector('article section[id]').id")] - 1
+    page.evaluate(NUMBER_JS, [str(n) for n in pages])
+    page.evaluate("() => { document.querySelector('article.bd-article').style.display = 'none'; }")
+    try:
+        contents = _print(page)
+    finally:
+        page.evaluate("() => { document.querySelector('article.bd-article').style.display = ''; }")
+    from pypdf import PdfReader
+
+    if len(PdfReader(io.BytesIO(contents)).pages) != last:
+        raise PrintError(f"{html}: the table of contents changed its length when its page "
+                         "numbers were written (_static/mgpu-book.css: .mgpu-toc-page)")
+    return _with_contents(body, contents, first, last), pages
+
+
+def print_book(html: Path, out: Path, *, chromium: Path) -> dict:
+    """Print ``html`` (a single-page edition) to ``out``; return the report (also written as
+    ``out`` with the suffix ``.json``)."""
+    from playwright.sync_api import sync_playwright
+
+    start = time.perf_counter()
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=str(chromium))
+        try:
+            page = browser.new_page(viewport={"width": TEXT_WIDTH_PX, "height": 1000})
+            page.emulate_media(media="print")
+            page.goto(html.resolve().as_uri(), wait_until="load")
+            if not page.evaluate("() => !!(document.querySelector('.mgpu-title')"
+                                 " && document.getElementById('mgpu-book-toc'))"):
+                raise PrintError(f"html: {html} is not a single-page edition of the book (build "
+                                 "it with sphinx-build -b singlehtml: nox -s pdf)")
+            broken = page.evaluate(READY_JS)
+            if broken:
+                raise PrintError(f"{html}: images that do not load: {broken}")
+            title = page.evaluate("() => document.querySelector('.mgpu-title').textContent.trim()")
+            author = page.evaluate(
+                "() => document.querySelector('.mgpu-authors').textContent.trim()")
+            language = page.evaluate("() => document.documentElement.lang || 'en'")
+            too_wide = page.evaluate(OVERFLOW_JS)
+            if too_wide:
+                listed = "\n".join(f"  #{where}: <{what}> {text!r}"
+                                    for where, what, text in too_wide)
+                raise PrintError(f"{html}: {len(too_wide)} element(s) wider than the printed "
+                                 f"text ({TEXT_WIDTH_PX} px); shorten or wrap them:\n{listed}")
+            toc = page.evaluate(TOC_JS)
+            missing = [text for _, text, target in toc if not target]
+            if missing:
+                raise PrintError(f"{html}: table-of-contents entries lead nowhere: {missing}")
+            pdf, pages = _print_numbered(page, toc, html)
+        finally:
+            browser.close()
+    pdf = _with_bookmarks(pdf, toc, pages, title=title, author=author, language=language)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_bytes(pdf)
+    tmp.replace(out)
+
+    from pypdf import PdfReader
+
+    report = {
+        "pdf": out.name,
+        "pages": len(PdfReader(io.BytesIO(pdf)).pages),
+        "bytes": len(pdf),
+        "seconds": round(time.perf_counter() - start, 1),
+        "toc": [{"level": level, "title": text, "page": n}
+                for (level, text, _), n in zip(toc, pages)],
+    }
+    tmp = out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", "utf-8")
+    tmp.replace(out.with_suffix(".json"))
+    return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    """The command line: ``python -m tools.pdf HTML PDF [--chromium PATH]``; 0 when printed."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("html", type=Path, help="the single-page edition's index.html")
+    parser.add_argument("pdf", type=Path, help="the PDF to write")
+    parser.add_argument("--chromium", type=Path, default=Path("/usr/bin/chromium"),
+                        help="the Chromium binary (default: Debian's /usr/bin/chromium)")
+    args = parser.parse_args(argv)
+    # pypdf warns about the object count of Chromium's PDFs ("exceeds defined trailer size"),
+    # which it reads all the same.
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
+    if not args.html.is_file():
+        parser.error(f"html: {args.html} is not a file: build the single-page edition first")
+    if not args.chromium.is_file():
+        parser.error(f"--chromium: {args.chromium} is not a file: apt-get install chromium, or "
+                     "name a Chromium binary")
+    try:
+        report = print_book(args.html, args.pdf, chromium=args.chromium)
+    except PrintError as err:
+        parser.exit(1, f"tools.pdf: {err}\n")
+    print(f"{args.pdf}: {report['pages']} pages, {report['bytes'] / 1e6:.1f} MB, "
+          f"{report['seconds']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
