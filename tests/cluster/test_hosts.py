@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -220,22 +221,51 @@ def test_normal_exit_and_exception_leave_nothing(can_make_hosts):
 
 
 def test_a_process_started_while_the_hosts_are_removed_is_stopped(can_make_hosts, monkeypatch):
-    """One process starts another in a host while the first ones are being stopped: the
-    removal looks again, stops it too, and only then deletes the namespace."""
+    """One process starts another in a host while the first ones are being stopped (it
+    enters the namespace through a process still in it, as a launcher's child would):
+    the removal looks again and stops it too."""
     keys, late = key_lines(), []
     stop = hosts_module.stop_processes
 
-    def stop_then_start_one(pids, grace):
-        left = stop(pids, grace)
+    def start_one_then_stop(pids, grace):
         if not late:
-            late.append(subprocess.Popen(hosts.command(hosts[0], ["sleep", "600"])))
-        return left
+            inside = sorted(pids)[0]
+            late.append(subprocess.Popen(["nsenter", "-t", str(inside), "-n", "sleep", "600"]))
+            target = os.stat(f"/proc/{inside}/ns/net").st_ino
+            for _ in range(100):  # until it is in the namespace
+                with contextlib.suppress(OSError):
+                    if os.stat(f"/proc/{late[0].pid}/ns/net").st_ino == target:
+                        break
+                time.sleep(0.05)
+            assert late[0].pid not in pids
+        return stop(pids, grace)
 
-    monkeypatch.setattr(hosts_module, "stop_processes", stop_then_start_one)
+    monkeypatch.setattr(hosts_module, "stop_processes", start_one_then_stop)
     with Hosts(1, ssh=False) as hosts:
         first = subprocess.Popen(hosts.command(hosts[0], ["sleep", "600"]))
+        while first.pid not in hosts.processes(hosts[0]):  # until it has entered
+            time.sleep(0.05)
         run, seen = hosts.run, snapshot(hosts.run)
     assert first.wait(5) == -signal.SIGTERM and late[0].wait(5) == -signal.SIGTERM
+    assert_gone(run, seen, keys)
+
+
+def test_a_process_holding_a_host_open_is_stopped(can_make_hosts):
+    """A process that holds a host's namespace open without being in it (as ``ip netns
+    exec`` does between opening the namespace and entering it) would keep the namespace,
+    and its veth, alive once the name is deleted: the removal stops it too."""
+    keys = key_lines()
+    with Hosts(1, ssh=False) as hosts:
+        holder = subprocess.Popen(
+            [sys.executable, "-c", "import os, sys, time\n"
+             f"fd = os.open('/run/netns/{hosts[0].namespace}', os.O_RDONLY)\n"
+             "print('open', flush=True)\ntime.sleep(600)"],
+            stdout=subprocess.PIPE, text=True)
+        assert holder.stdout.readline() == "open\n"
+        assert holder.pid not in hosts.processes(hosts[0])
+        run, seen = hosts.run, snapshot(hosts.run)
+    assert holder.wait(5) == -signal.SIGTERM
+    holder.stdout.close()
     assert_gone(run, seen, keys)
 
 

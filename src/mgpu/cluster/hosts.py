@@ -25,17 +25,17 @@ receives is not dropped (give the other hosts a loss for that). Each host runs i
 
 Everything is removed when the ``with`` block ends, on an exception and on ``SIGINT``,
 ``SIGTERM`` or ``SIGHUP`` too (in the main thread; a signal that arrives while the hosts
-are being removed waits until they are gone): the processes in each host (``ip netns
-pids``, until none is left), the namespaces, the veth pairs, the ``ifb`` devices, the
-bridge and the run's directory of keys and logs. Outside that directory and its record
-in ``/run/mgpu-hosts``, a run writes only each host's ``/etc/netns/NAMESPACE/hosts``
-(removed with the host), which ``ip netns exec`` mounts over ``/etc/hosts`` in the host:
-there this machine's name resolves to the host's own address, as a machine's name does
-on a cluster (Gloo, under Horovod 0.28.1, binds to that address whatever
-``--network-interface`` says). It creates the directories ``/etc/netns`` and, with
-``ssh``, ``/run/sshd`` (``sshd``'s privilege separation directory) where they are
-missing, and leaves them; it adds no ``authorized_keys`` line (each ``sshd`` reads the
-run's own file) and changes no other file.
+are being removed waits until they are gone): the namespaces' names, then every process
+in a host or holding one open (until a look finds none), the veth pairs, the ``ifb``
+devices, the bridge and the run's directory of keys and logs. Outside that directory
+and its record in ``/run/mgpu-hosts``, a run writes only each host's
+``/etc/netns/NAMESPACE/hosts`` (removed with the host), which ``ip netns exec`` mounts
+over ``/etc/hosts`` in the host: there this machine's name resolves to the host's own
+address, as a machine's name does on a cluster (Gloo, under Horovod 0.28.1, binds to
+that address whatever ``--network-interface`` says). It creates the directories
+``/etc/netns`` and, with ``ssh``, ``/run/sshd`` (``sshd``'s privilege separation
+directory) where they are missing, and leaves them; it adds no ``authorized_keys``
+line (each ``sshd`` reads the run's own file) and changes no other file.
 Every name a run makes holds its id (:attr:`Hosts.run`), so runs in several processes
 at once do not collide. A run whose process was killed with ``SIGKILL`` leaves its
 hosts, directory and record; the next run that starts, or ``python -m
@@ -77,12 +77,18 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 
-from mgpu.cluster.processes import TERM_GRACE, descendants, running, stop_processes
+from mgpu.cluster.processes import (
+    TERM_GRACE,
+    descendants,
+    processes,
+    running,
+    stop_processes,
+)
 
 __all__ = ["Host", "Hosts", "HostsError", "Link", "clean_stale_hosts", "hosts_missing",
            "netem_missing"]
@@ -93,6 +99,8 @@ SSHD = Path("/usr/sbin/sshd")
 STATE_DIR = Path("/run/mgpu-hosts")
 #: ``ip netns exec NS`` mounts the files of ``/etc/netns/NS`` over those of ``/etc``.
 NETNS_ETC = Path("/etc/netns")
+#: ``ip netns add NS`` binds the namespace to ``/run/netns/NS``.
+NETNS_RUN = Path("/run/netns")
 _PREFIX = "mgpu"  # of every namespace, bridge and veth name a run makes
 _RUN_NAME = re.compile(rf"^{_PREFIX}([0-9a-f]{{5}})(-h\d+|br|v\d+|p\d+|i\d+)$")
 _RATE = re.compile(r"^\d+(\.\d+)?(bit|kbit|mbit|gbit)$")
@@ -368,25 +376,56 @@ def _run_of(name: str) -> str:
     return _RUN_NAME.match(name).group(1)  # type: ignore[union-attr]
 
 
+def _namespace_users(namespaces: Set[tuple[int, int]]) -> list[int]:
+    """The live processes whose network namespace, or one of whose open files, is one of
+    ``namespaces`` (``(st_dev, st_ino)`` of ``/run/netns/NAME``).
+
+    >>> own = os.stat("/proc/self/ns/net")
+    >>> os.getpid() in _namespace_users({(own.st_dev, own.st_ino)})
+    True
+    """
+    found = []
+    for pid, _, _ in processes():
+        proc = Path("/proc", str(pid))
+        try:
+            files = [proc / "ns" / "net"]
+            with os.scandir(proc / "fd") as fds:
+                files += [Path(fd.path) for fd in fds]
+        except OSError:  # gone meanwhile
+            continue
+        for path in files:
+            with contextlib.suppress(OSError):
+                st = os.stat(path)
+                if (st.st_dev, st.st_ino) in namespaces:
+                    found.append(pid)
+                    break
+    return found
+
+
 def _remove_run(run: str, directory: str | os.PathLike[str] | None = None) -> list[str]:
     """Stop the processes of run ``run``'s hosts, delete its namespaces, veths, ``ifb``
     devices, bridge, directory and record; return what is still there afterwards.
 
     :data:`NETNS_ETC` itself stays (another run, or the administrator, may use it)."""
     namespaces = [n for n in _names()[0] if _run_of(n) == run]
+    ids = set()
+    for ns in namespaces:
+        with contextlib.suppress(OSError):
+            st = os.stat(NETNS_RUN / ns)
+            ids.add((st.st_dev, st.st_ino))
+    # The names go first, so that no process can enter a host by name any more; then
+    # every process in a host, or holding one open (as "ip netns exec" does before it
+    # enters), is stopped, looking again until a look finds none: one such process
+    # would keep its namespace, and the namespace its veth, alive without a name.
+    for ns in namespaces:
+        _ip("netns", "del", ns, check=False)
     pids: set[int] = set()
-    # A process may start a process in a host while the first ones are stopped: look
-    # again until a look finds none (a process left would keep its namespace alive,
-    # without a name, after "ip netns del").
     for _ in range(20):
-        found = running(sorted({int(p) for ns in namespaces for p in
-                                _ip("netns", "pids", ns, check=False).stdout.split()}))
+        found = _namespace_users(ids)
         if not found:
             break
         pids.update(found)
         stop_processes(found, grace=TERM_GRACE)
-    for ns in namespaces:
-        _ip("netns", "del", ns, check=False)
     for etc in NETNS_ETC.glob(f"{_PREFIX}{run}-h*"):
         shutil.rmtree(etc, ignore_errors=True)
     # A namespace's veth ends vanish with it, a moment later; the bridge stays.
