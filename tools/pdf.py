@@ -106,34 +106,22 @@ class PrintError(RuntimeError):
     """The page cannot be printed as a book (something is too wide, a link leads nowhere)."""
 
 
-def destination_pages(pdf: bytes) -> dict[str, int]:
-    """The page (1-based) of each named destination of a PDF: Chromium names them by HTML id.
-
-    >>> destination_pages(_blank_pdf())
-    {}
-    """
+def _read(pdf: bytes):
     from pypdf import PdfReader
 
-    reader = PdfReader(io.BytesIO(pdf))
+    return PdfReader(io.BytesIO(pdf))
+
+
+def _destination_pages(reader) -> dict[str, int]:
+    """The page (1-based) of each named destination of a PDF: Chromium names them by HTML id."""
     return {name.lstrip("/"): reader.get_destination_page_number(dest) + 1
             for name, dest in reader.named_destinations.items()}
-
-
-def _blank_pdf() -> bytes:
-    from pypdf import PdfWriter
-
-    writer = PdfWriter()
-    writer.add_blank_page(width=595, height=842)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
 
 
 # Everything the layout depends on, loaded: every image (the theme loads figures lazily, as
 # they scroll into view: a printing would lay some out before they load), the web fonts, and
 # MathJax's typesetting, which starts after the page loads.
 READY_JS = """async () => {
-  const PAGE_HEIGHT_PX = {page_height};
   const images = [...document.images];
   images.forEach(img => { img.loading = 'eager'; });
   await Promise.all(images.map(img => img.decode().catch(() => null)));
@@ -141,13 +129,76 @@ READY_JS = """async () => {
   if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
     await MathJax.startup.promise;
   }
-  // A code cell, output, code block or doctest shorter than 40% of a page is not split over
-  // two pages (a longer one may be: moved whole, it would leave the page before half empty).
+  return images.filter(img => !img.complete || !img.naturalWidth).map(img => img.src);
+}"""
+
+# Each line of each code block and output as a block of its own (span.mgpu-line, the tokens
+# of a line that goes on over several kept as they were), so that a line longer than the text,
+# which wraps (mgpu.css), shows where it goes on: its further rows are indented two characters
+# past the line's own indentation, with a bar beside them (mgpu-book.css: .mgpu-wrapped). The
+# text is unchanged but for the newlines, which the blocks replace. Returns how many lines
+# wrap.
+LINES_JS = """() => {
+  let wrapped = 0;
+  for (const pre of document.querySelectorAll('article pre')) {
+    const lines = [];
+    const path = [];    // the elements open at this point of the block, outermost first
+    let clones = [];    // their copies in the current line
+    const newLine = () => {
+      const line = document.createElement('span');
+      line.className = 'mgpu-line';
+      lines.push(line);
+      clones = [];
+      let tip = line;
+      for (const el of path) {
+        const c = el.cloneNode(false);
+        tip.appendChild(c);
+        tip = c;
+        clones.push(c);
+      }
+    };
+    const tip = () => clones.length ? clones[clones.length - 1] : lines[lines.length - 1];
+    const walk = (node) => {
+      for (const child of [...node.childNodes]) {
+        if (child.nodeType === Node.TEXT_NODE) {
+          child.data.split('\\n').forEach((part, i) => {
+            if (i > 0) newLine();
+            if (part) tip().appendChild(document.createTextNode(part));
+          });
+        } else if (child.nodeType === Node.ELEMENT_NODE) {
+          const c = child.cloneNode(false);
+          tip().appendChild(c);
+          path.push(child); clones.push(c);
+          walk(child);
+          path.pop(); clones.pop();
+        }
+      }
+    };
+    newLine();
+    walk(pre);
+    if (lines.length > 1 && !lines[lines.length - 1].textContent) lines.pop();  // the last newline
+    pre.replaceChildren(...lines);
+    const style = getComputedStyle(pre);
+    const row = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
+    for (const line of lines) {
+      const indent = line.textContent.match(/^ */)[0].length + 2;
+      line.style.setProperty('--mgpu-hang', indent + 'ch');
+      if (line.getBoundingClientRect().height > 1.5 * row) {
+        line.classList.add('mgpu-wrapped');
+        wrapped += 1;
+      }
+    }
+  }
+  return wrapped;
+}"""
+
+# A code cell, output, code block or doctest shorter than 40% of a page is not split over two
+# pages (a longer one may be: moved whole, it would leave the page before half empty).
+KEEP_JS = """() => {
   for (const el of document.querySelectorAll(
       'div.cell_input, div.cell_output, div[class*="highlight-"]')) {
-    if (el.getBoundingClientRect().height < 0.4 * PAGE_HEIGHT_PX) el.style.breakInside = 'avoid';
+    if (el.getBoundingClientRect().height < 0.4 * {page_height}) el.style.breakInside = 'avoid';
   }
-  return images.filter(img => !img.complete || !img.naturalWidth).map(img => img.src);
 }""".replace("{page_height}", str(TEXT_HEIGHT_PX))
 
 
@@ -156,14 +207,12 @@ def _print(page) -> bytes:
     return page.pdf(prefer_css_page_size=True, print_background=True)
 
 
-def _with_bookmarks(pdf: bytes, toc: list[list], pages: list[int], *, title: str,
-                    author: str, language: str) -> bytes:
-    """The PDF with a bookmark per chapter (level 1) and section (level 2), its metadata and
-    its language (``/Lang``, which screen readers and text search use)."""
-    from pypdf import PdfWriter
+def _add_bookmarks(writer, toc: list[list], pages: list[int], *, title: str, author: str,
+                   language: str) -> None:
+    """A bookmark per chapter (level 1) and section (level 2), the metadata and the language
+    (``/Lang``, which screen readers and text search use)."""
     from pypdf.generic import NameObject, TextStringObject
 
-    writer = PdfWriter(clone_from=io.BytesIO(pdf))
     parents: dict[int, object] = {}
     for (level, text, _), page in zip(toc, pages):
         parent = parents.get(level - 1)
@@ -171,41 +220,25 @@ def _with_bookmarks(pdf: bytes, toc: list[list], pages: list[int], *, title: str
     writer.add_metadata({"/Title": title, "/Author": author, "/Creator": "mgpu tools/pdf.py"})
     writer.page_mode = "/UseOutlines"
     writer.root_object[NameObject("/Lang")] = TextStringObject(language)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
 
 
-def _with_contents(body: bytes, contents: bytes, first: int, last: int) -> bytes:
-    """``body`` whose pages ``first`` to ``last`` (1-based) show those of ``contents`` instead:
-    their drawing and its resources, not their links (``body``'s lead to its destinations)."""
-    from pypdf import PdfReader, PdfWriter
-    from pypdf.generic import NameObject
-
-    writer = PdfWriter(clone_from=io.BytesIO(body))
-    donor = PdfReader(io.BytesIO(contents))
-    for index in range(first - 1, last):
-        target, source = writer.pages[index], donor.pages[index]
-        for key in ("/Contents", "/Resources"):
-            target[NameObject(key)] = source.raw_get(key).clone(writer)
-    out = io.BytesIO()
-    writer.write(out)
-    return out.getvalue()
-
-
-def _print_numbered(page, toc: list[list], html: Path) -> tuple[bytes, list[int]]:
-    """The book, and the page of each entry of its table of contents.
+def _print_numbered(page, toc: list[list], html: Path):
+    """The book (a pypdf ``PdfWriter``), and the page of each entry of its table of contents.
 
     The book is printed with placeholders in its table of contents, which gives the page of each
-    entry; then the title page and the table alone, with the numbers, whose pages take the
+    entry; then the title page and the table alone, with the numbers, whose pages' drawing and
+    its resources (not their links, which lead to the book's destinations) take the
     placeholders' place. Printing the whole book again would not do: Chromium may break a later
     page differently when only the digits of the table changed (a heading at the foot of a page
     in chapter 9), which makes the numbers wrong again. The numbers' boxes have a fixed width,
     so the table keeps its lines and pages.
     """
+    from pypdf import PdfWriter
+    from pypdf.generic import NameObject
+
     page.evaluate(NUMBER_JS, ["888"] * len(toc))
-    body = _print(page)
-    where = destination_pages(body)
+    body = _read(_print(page))
+    where = _destination_pages(body)
     pages = [where.get(target) for _, _, target in toc]
     if None in pages:
         lost = [text for (_, text, _), n in zip(toc, pages) if n is None]
@@ -215,15 +248,18 @@ def _print_numbered(page, toc: list[list], html: Path) -> tuple[bytes, list[int]
     page.evaluate(NUMBER_JS, [str(n) for n in pages])
     page.evaluate("() => { document.querySelector('article.bd-article').style.display = 'none'; }")
     try:
-        contents = _print(page)
+        contents = _read(_print(page))
     finally:
         page.evaluate("() => { document.querySelector('article.bd-article').style.display = ''; }")
-    from pypdf import PdfReader
-
-    if len(PdfReader(io.BytesIO(contents)).pages) != last:
+    if len(contents.pages) != last:
         raise PrintError(f"{html}: the table of contents changed its length when its page "
                          "numbers were written (_static/mgpu-book.css: .mgpu-toc-page)")
-    return _with_contents(body, contents, first, last), pages
+    writer = PdfWriter(clone_from=body)
+    for index in range(first - 1, last):
+        target, source = writer.pages[index], contents.pages[index]
+        for key in ("/Contents", "/Resources"):
+            target[NameObject(key)] = source.raw_get(key).clone(writer)
+    return writer, pages
 
 
 def print_book(html: Path, out: Path, *, chromium: Path) -> dict:
@@ -245,6 +281,8 @@ def print_book(html: Path, out: Path, *, chromium: Path) -> dict:
             broken = page.evaluate(READY_JS)
             if broken:
                 raise PrintError(f"{html}: images that do not load: {broken}")
+            wrapped = page.evaluate(LINES_JS)
+            page.evaluate(KEEP_JS)
             title = page.evaluate("() => document.querySelector('.mgpu-title').textContent.trim()")
             author = page.evaluate(
                 "() => document.querySelector('.mgpu-authors').textContent.trim()")
@@ -259,22 +297,24 @@ def print_book(html: Path, out: Path, *, chromium: Path) -> dict:
             missing = [text for _, text, target in toc if not target]
             if missing:
                 raise PrintError(f"{html}: table-of-contents entries lead nowhere: {missing}")
-            pdf, pages = _print_numbered(page, toc, html)
+            writer, pages = _print_numbered(page, toc, html)
         finally:
             browser.close()
-    pdf = _with_bookmarks(pdf, toc, pages, title=title, author=author, language=language)
+    _add_bookmarks(writer, toc, pages, title=title, author=author, language=language)
+    buffer = io.BytesIO()
+    writer.write(buffer)
+    pdf = buffer.getvalue()
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
     tmp.write_bytes(pdf)
     tmp.replace(out)
 
-    from pypdf import PdfReader
-
     report = {
         "pdf": out.name,
-        "pages": len(PdfReader(io.BytesIO(pdf)).pages),
+        "pages": len(writer.pages),
         "bytes": len(pdf),
         "seconds": round(time.perf_counter() - start, 1),
+        "wrapped_code_lines": wrapped,
         "toc": [{"level": level, "title": text, "page": n}
                 for (level, text, _), n in zip(toc, pages)],
     }

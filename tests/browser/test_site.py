@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tools.pdf import OVERFLOW_JS
+
 pytestmark = pytest.mark.browser  # deselected by default; `nox -s browser` runs -m browser
 
 DOCS = Path(__file__).parents[2] / "docs"
@@ -58,6 +60,28 @@ def test_root_index_sends_readers_to_an_edition(page, site_url):
     _open(page, f"{site_url}/index.html")
     page.wait_for_url("**/index.html")
     assert "/en/" in page.url or "/zh_CN/" in page.url
+
+
+def test_root_index_without_scripts_offers_each_edition_and_its_pdf(browser, site_url):
+    """Without JavaScript the root page stays: it links both editions and both PDFs; a click
+    on a PDF's link opens that edition's book."""
+    context = browser.new_context(java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(f"{site_url}/index.html")
+        assert page.url == f"{site_url}/index.html"
+        assert page.locator('a[href$="/index.html"]').count() == 2
+        for lang in ("en", "zh_CN"):
+            url = f"{site_url}/{lang}/_downloads/mgpu-{lang}.pdf"
+            with page.expect_response(url) as response:
+                page.locator(f'a[type="application/pdf"][href^="{lang}/"]').click()
+            assert response.value.ok
+            assert response.value.headers["content-type"] == "application/pdf"
+            # (the body the page holds is Chromium's viewer; the file is what the server sends)
+            assert page.request.get(url).body()[:5] == b"%PDF-"
+            page.goto(f"{site_url}/index.html")
+    finally:
+        context.close()
 
 
 CJK = "[\u4e00-\u9fff]"
@@ -583,15 +607,7 @@ def test_a_printed_chapter_wraps_its_code_and_keeps_its_number(desktop, site_url
     desktop.set_viewport_size({"width": A4_PRINT_PX, "height": 1000})
     desktop.emulate_media(media="print")
     _open(desktop, f"{site_url}/{lang}/{READ}.html")
-    too_wide = desktop.evaluate("""() => {
-      const article = document.querySelector('article.bd-article');
-      const edge = article.getBoundingClientRect().right + 1;
-      return [...article.querySelectorAll('pre, table, div.cell_output, img')]
-        .filter(el => el.getBoundingClientRect().width > 0
-                      && (el.getBoundingClientRect().right > edge
-                          || el.scrollWidth > el.clientWidth + 1))
-        .map(el => el.tagName + ': ' + el.textContent.trim().slice(0, 50));
-    }""")
+    too_wide = desktop.evaluate(OVERFLOW_JS)  # what tools/pdf.py checks before it prints
     assert too_wide == []
     titles = [t.strip() for t in desktop.locator("h1:visible").all_inner_texts()]
     assert len(titles) == 1 and re.match(r"4\. \S", titles[0]), titles

@@ -97,16 +97,24 @@ def _checksums(out: str) -> list[str]:
     return [r["checksum"] for r in reports]
 
 
-def test_a_host_cut_off_mid_job(hosts, tmp_path):
-    host3 = hosts[2]
+def _fault_mid_job(hosts: Hosts, tmp_path, fault, bound: float) -> tuple[str, float]:
+    """Start the long job, call ``fault()`` once its workers are connected, and wait for
+    mxlaunch to fail: its stderr, and the seconds from the fault to its end."""
     proc = _start(hosts, tmp_path, LONG_JOB)
     _wait_connected(proc)
     time.sleep(1)
-    hosts.set_link(host3, up=False)
-    cut = time.monotonic()
-    out, err = proc.communicate(timeout=CUT_BOUND + 60)
-    took = time.monotonic() - cut
+    fault()
+    start = time.monotonic()
+    _, err = proc.communicate(timeout=bound + 60)
+    took = time.monotonic() - start
     assert proc.returncode == 1, err
+    return err, took
+
+
+def test_a_host_cut_off_mid_job(hosts, tmp_path):
+    host3 = hosts[2]
+    err, took = _fault_mid_job(hosts, tmp_path, lambda: hosts.set_link(host3, up=False),
+                               CUT_BOUND)
     assert re.search(rf"on {re.escape(host3.address)} \(through ssh\) exited with code 255 "
                      rf"after [\d.]+ s \(ssh said: Timeout, server {re.escape(host3.address)} "
                      rf"not responding\. The host answered none of 3 keepalives sent "
@@ -124,14 +132,10 @@ def test_a_host_cut_off_mid_job(hosts, tmp_path):
 
 def test_a_hosts_processes_killed(hosts, tmp_path):
     host3 = hosts[2]
-    proc = _start(hosts, tmp_path, LONG_JOB)
-    _wait_connected(proc)
-    time.sleep(1)
-    assert hosts.kill(host3)
-    killed = time.monotonic()
-    out, err = proc.communicate(timeout=KILL_BOUND + 60)
-    took = time.monotonic() - killed
-    assert proc.returncode == 1, err
+    killed = []
+    err, took = _fault_mid_job(hosts, tmp_path, lambda: killed.extend(hosts.kill(host3)),
+                               KILL_BOUND)
+    assert killed
     assert re.search(rf"on {re.escape(host3.address)} \(through ssh\) exited with code 255 "
                      rf"after [\d.]+ s \(ssh said: Connection to {re.escape(host3.address)} "
                      r"closed by remote host\.\)", err), err

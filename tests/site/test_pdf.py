@@ -58,6 +58,14 @@ def _page_texts(lang: str) -> tuple[str, ...]:
     return tuple(page.extract_text() or "" for page in _reader(lang).pages)
 
 
+@cache
+def _pdfium(lang: str):
+    import pypdfium2 as pdfium
+
+    return pdfium.PdfDocument(_pdf(lang).read_bytes())
+
+
+@cache
 def _whole(lang: str) -> str:
     """The text of the book without its page numbers (a paragraph may go on over the next
     page), and without whitespace."""
@@ -222,9 +230,7 @@ def test_a4_pages_numbered_at_the_foot(lang):
     for page in reader.pages:
         assert abs(float(page.mediabox.width) - A4[0]) < 2
         assert abs(float(page.mediabox.height) - A4[1]) < 2
-    import pypdfium2 as pdfium
-
-    document = pdfium.PdfDocument(_pdf(lang).read_bytes())
+    document = _pdfium(lang)
     feet = [document[n].get_textpage().get_text_bounded(0, 0, A4[0], 18 * MM).strip()
             for n in range(len(document))]  # the band below the text: the bottom margin
     assert feet[0] == ""
@@ -282,9 +288,7 @@ def test_the_contents_link_to_their_pages(lang):
     assert len(links) >= 100, len(links)  # 14 chapters and their sections, the reference part
     pages = {name.lstrip("/"): reader.get_destination_page_number(dest) + 1
              for name, dest in reader.named_destinations.items()}
-    import pypdfium2 as pdfium
-
-    document = pdfium.PdfDocument(_pdf(lang).read_bytes())
+    document = _pdfium(lang)
     wrong = []
     for number, link in links:
         target = pages[str(link["/Dest"]).lstrip("/")]

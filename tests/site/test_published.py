@@ -117,16 +117,21 @@ class _Prose(html.parser.HTMLParser):
 NOT_PROSE = {"api.html", "references.html", "genindex.html", "py-modindex.html", "search.html"}
 
 
+def _chinese_prose_pages():
+    """The Chinese edition's pages of prose (not in :data:`NOT_PROSE`): ``(name, html)``."""
+    for page in sorted((SITE / "zh_CN").glob("*.html")):
+        if page.name not in NOT_PROSE:
+            yield page.name, page.read_text("utf-8")
+
+
 def test_the_chinese_pages_have_no_english_prose():
     found = {}
-    for page in sorted((SITE / "zh_CN").glob("*.html")):
-        if page.name in NOT_PROSE:
-            continue
+    for name, text in _chinese_prose_pages():
         parser = _Prose()
-        parser.feed(page.read_text("utf-8"))
+        parser.feed(text)
         runs = ENGLISH_RUN.findall(" ".join(parser.text))
         if runs:
-            found[page.name] = runs
+            found[name] = runs
     assert found == {}
 
 
@@ -258,15 +263,13 @@ def test_the_chinese_outputs_are_in_chinese():
     (``DeviceError: ...``), a command line, CPU flags (``avx512f: no``), what
     tools/outputs_catalog.py's CODE matches, as the catalog's check of the outputs does."""
     found = {}
-    for page in sorted((SITE / "zh_CN").glob("*.html")):
-        if page.name in NOT_PROSE:
-            continue
+    for name, text in _chinese_prose_pages():
         parser = _Outputs()
-        parser.feed(page.read_text("utf-8"))
+        parser.feed(text)
         runs = [run for line in "".join(parser.text).splitlines()
                 if not OUTPUT_CODE.match(line) for run in ENGLISH_RUN.findall(line)]
         if runs:
-            found[page.name] = runs
+            found[name] = runs
     assert found == {}
 
 
