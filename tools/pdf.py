@@ -5,11 +5,13 @@
     python -m tools.pdf docs/_build/singlehtml/en/index.html docs/_build/pdf/mgpu-en.pdf
 
 The page is laid out as printed (A4, ``_static/mgpu-book.css``) and checked first: a code block,
-output, table, image or formula wider than the text fails, naming it. The first printing gives
+output, table, image or formula wider than the text fails, naming it; each line of code is set
+as a block, so that a line that wraps shows where it goes on. The first printing gives
 the page of every chapter and section (Chromium makes a named destination of every HTML id
 that a link leads to); the table of contents printed alone with those numbers replaces its
 placeholder pages. Last, the PDF gets bookmarks for the chapters and sections, and its title.
-A report (pages, bytes, seconds, the table of contents) is written beside the PDF as JSON.
+A report (pages, bytes, seconds, how many code lines wrap, the table of contents) is written
+beside the PDF as JSON.
 """
 
 from __future__ import annotations
@@ -139,11 +141,19 @@ READY_JS = """async () => {
 # text is unchanged but for the newlines, which the blocks replace. Returns how many lines
 # wrap.
 LINES_JS = """() => {
-  let wrapped = 0;
+  const all = [];
   for (const pre of document.querySelectorAll('article pre')) {
+    if (!pre.textContent.trim()) continue;
     const lines = [];
-    const path = [];    // the elements open at this point of the block, outermost first
-    let clones = [];    // their copies in the current line
+    const path = [];          // the elements open at this point of the block, outermost first
+    let clones = [];          // their copies in the current line
+    const copied = new Set(); // elements copied once already: their copies lose the id
+    const copy = (el) => {
+      const c = el.cloneNode(false);
+      if (copied.has(el)) c.removeAttribute('id');
+      copied.add(el);
+      return c;
+    };
     const newLine = () => {
       const line = document.createElement('span');
       line.className = 'mgpu-line';
@@ -151,7 +161,7 @@ LINES_JS = """() => {
       clones = [];
       let tip = line;
       for (const el of path) {
-        const c = el.cloneNode(false);
+        const c = copy(el);
         tip.appendChild(c);
         tip = c;
         clones.push(c);
@@ -166,7 +176,7 @@ LINES_JS = """() => {
             if (part) tip().appendChild(document.createTextNode(part));
           });
         } else if (child.nodeType === Node.ELEMENT_NODE) {
-          const c = child.cloneNode(false);
+          const c = copy(child);
           tip().appendChild(c);
           path.push(child); clones.push(c);
           walk(child);
@@ -178,18 +188,24 @@ LINES_JS = """() => {
     walk(pre);
     if (lines.length > 1 && !lines[lines.length - 1].textContent) lines.pop();  // the last newline
     pre.replaceChildren(...lines);
+    for (const line of lines) {
+      let indent = 0;  // in columns: a tab goes on to the next multiple of eight
+      for (const c of line.textContent.match(/^[ \\t]*/)[0]) {
+        indent = c === ' ' ? indent + 1 : (Math.floor(indent / 8) + 1) * 8;
+      }
+      line.style.setProperty('--mgpu-hang', (indent + 2) + 'ch');
+    }
+    all.push([pre, lines]);
+  }
+  // Measured once everything is set: one layout, not one per line.
+  const wrapped = [];
+  for (const [pre, lines] of all) {
     const style = getComputedStyle(pre);
     const row = parseFloat(style.lineHeight) || 1.2 * parseFloat(style.fontSize);
-    for (const line of lines) {
-      const indent = line.textContent.match(/^ */)[0].length + 2;
-      line.style.setProperty('--mgpu-hang', indent + 'ch');
-      if (line.getBoundingClientRect().height > 1.5 * row) {
-        line.classList.add('mgpu-wrapped');
-        wrapped += 1;
-      }
-    }
+    wrapped.push(...lines.filter(line => line.getBoundingClientRect().height > 1.5 * row));
   }
-  return wrapped;
+  wrapped.forEach(line => line.classList.add('mgpu-wrapped'));
+  return wrapped.length;
 }"""
 
 # A code cell, output, code block or doctest shorter than 40% of a page is not split over two
@@ -301,6 +317,9 @@ def print_book(html: Path, out: Path, *, chromium: Path) -> dict:
         finally:
             browser.close()
     _add_bookmarks(writer, toc, pages, title=title, author=author, language=language)
+    # The placeholder pages' drawings are referenced by nothing now (one pass: objects that
+    # only refer to each other, such as the page tree the clone replaced, stay; a few KB).
+    writer.compress_identical_objects(remove_duplicates=False, remove_unreferenced=True)
     buffer = io.BytesIO()
     writer.write(buffer)
     pdf = buffer.getvalue()

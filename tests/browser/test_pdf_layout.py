@@ -43,7 +43,8 @@ def _rows(page, line: int) -> list[dict]:
       range.selectNodeContents(line);
       const rows = {};
       for (const r of range.getClientRects()) {
-        if (r.width > 0) rows[Math.round(r.top)] = Math.min(rows[r.top] ?? 1e9, r.left);
+        const top = Math.round(r.top);
+        if (r.width > 0) rows[top] = Math.min(rows[top] ?? 1e9, r.left);
       }
       return Object.entries(rows).map(([top, left]) => ({top: +top, left}));
     }""", line)
@@ -94,3 +95,37 @@ def test_overflow_names_a_block_wider_than_the_text(printed):
     printed.evaluate("() => { document.querySelector('pre').style.whiteSpace = 'pre'; }")
     found = printed.evaluate(OVERFLOW_JS)
     assert [(where, what) for where, what, _ in found] == [("code", "pre")]
+
+
+def test_an_empty_block_a_tab_and_an_id(printed):
+    """An empty block stays as it was; a tab goes on to the next multiple of eight columns; an
+    element that goes on over a newline keeps its id in its first line only."""
+    printed.evaluate("""() => {
+      const article = document.querySelector('article');
+      article.innerHTML = '<pre id="empty"></pre>'
+        + '<pre id="tab">   \\t' + 'x '.repeat(80) + '\\n</pre>'
+        + '<pre id="ids"><span id="t">one\\ntwo</span>\\n</pre>';
+    }""")
+    assert printed.evaluate(LINES_JS) == 1
+    assert printed.evaluate("() => document.querySelector('#empty').innerHTML") == ""
+    hang = printed.evaluate("() => document.querySelector('#tab .mgpu-line')"
+                            ".style.getPropertyValue('--mgpu-hang')")
+    assert hang == "10ch"
+    assert printed.evaluate("() => document.querySelectorAll('[id=\"t\"]').length") == 1
+    assert printed.evaluate("() => document.getElementById('t').textContent") == "one"
+    assert printed.evaluate("() => [...document.querySelectorAll('#ids .mgpu-line')]"
+                            ".map(l => l.textContent)") == ["one", "two"]
+
+
+def test_a_deep_indentation_keeps_the_first_row_at_the_edge(printed):
+    """The hang is at most 40% of the width: a line indented further still starts at the
+    block's edge, and its further rows at 40% of the width."""
+    printed.evaluate("""() => {
+      document.querySelector('article').innerHTML =
+        '<pre>' + ' '.repeat(60) + 'y '.repeat(120) + '\\n</pre>';
+    }""")
+    assert printed.evaluate(LINES_JS) == 1
+    rows = _rows(printed, 0)
+    assert rows[0]["left"] == pytest.approx(0, abs=0.5)
+    assert [r["left"] for r in rows[1:]] == [pytest.approx(0.4 * WIDTH_PX, abs=0.5)] * (
+        len(rows) - 1)

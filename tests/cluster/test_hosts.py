@@ -243,10 +243,19 @@ def test_a_process_started_while_the_hosts_are_removed_is_stopped(can_make_hosts
     monkeypatch.setattr(hosts_module, "stop_processes", start_one_then_stop)
     with Hosts(1, ssh=False) as hosts:
         first = subprocess.Popen(hosts.command(hosts[0], ["sleep", "600"]))
-        while first.pid not in hosts.processes(hosts[0]):  # until it has entered
+        for _ in range(100):  # until it has entered
+            if first.pid in hosts.processes(hosts[0]):
+                break
             time.sleep(0.05)
+        else:
+            pytest.fail(f"the process {first.pid} did not enter the host in 5 s")
         run, seen = hosts.run, snapshot(hosts.run)
-    assert first.wait(5) == -signal.SIGTERM and late[0].wait(5) == -signal.SIGTERM
+    try:
+        assert first.wait(5) == -signal.SIGTERM and late[0].wait(5) == -signal.SIGTERM
+    finally:
+        for proc in (first, *late):
+            proc.kill()
+            proc.wait()
     assert_gone(run, seen, keys)
 
 
@@ -261,11 +270,62 @@ def test_a_process_holding_a_host_open_is_stopped(can_make_hosts):
              f"fd = os.open('/run/netns/{hosts[0].namespace}', os.O_RDONLY)\n"
              "print('open', flush=True)\ntime.sleep(600)"],
             stdout=subprocess.PIPE, text=True)
-        assert holder.stdout.readline() == "open\n"
-        assert holder.pid not in hosts.processes(hosts[0])
-        run, seen = hosts.run, snapshot(hosts.run)
-    assert holder.wait(5) == -signal.SIGTERM
-    holder.stdout.close()
+        try:
+            assert holder.stdout.readline() == "open\n"
+            assert holder.pid not in hosts.processes(hosts[0])
+            run, seen = hosts.run, snapshot(hosts.run)
+        except BaseException:
+            holder.kill()
+            raise
+    try:
+        assert holder.wait(5) == -signal.SIGTERM
+    finally:
+        holder.kill()  # (when it was not stopped: nothing is left behind)
+        holder.wait()
+        holder.stdout.close()
+    assert_gone(run, seen, keys)
+
+
+HOLD_THEN_ENTER = """\
+import ctypes, os, sys, time
+path = sys.argv[1]
+fd = os.open(path, os.O_RDONLY)
+print("open", flush=True)
+while os.path.exists(path):
+    time.sleep(0.01)
+time.sleep(1)  # the removal looks meanwhile: the file it holds has no name any more
+if ctypes.CDLL(None, use_errno=True).setns(fd, 0x40000000) != 0:  # CLONE_NEWNET
+    sys.exit("setns failed")
+os.close(fd)
+time.sleep(600)
+"""
+
+
+def test_a_process_that_opened_a_host_as_its_name_goes_is_stopped(can_make_hosts, monkeypatch):
+    """A process opens a host's namespace just before the removal deletes its name (as ``ip
+    netns exec`` started at that moment does) and enters it a second later: the removal,
+    which has looked for processes before the name went, looks again and stops it."""
+    keys, late = key_lines(), []
+    ip = hosts_module._ip
+
+    def open_then_delete(*args, **kwargs):
+        if args[:2] == ("netns", "del") and not late:
+            late.append(subprocess.Popen([sys.executable, "-c", HOLD_THEN_ENTER,
+                                          str(hosts_module.NETNS_RUN / args[2])],
+                                         stdout=subprocess.PIPE, text=True))
+            assert late[0].stdout.readline() == "open\n"
+        return ip(*args, **kwargs)
+
+    monkeypatch.setattr(hosts_module, "_ip", open_then_delete)
+    try:
+        with Hosts(1, ssh=False) as hosts:
+            run, seen = hosts.run, snapshot(hosts.run)
+        assert late and late[0].wait(5) == -signal.SIGTERM
+    finally:
+        for proc in late:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
     assert_gone(run, seen, keys)
 
 

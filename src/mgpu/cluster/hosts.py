@@ -25,10 +25,10 @@ receives is not dropped (give the other hosts a loss for that). Each host runs i
 
 Everything is removed when the ``with`` block ends, on an exception and on ``SIGINT``,
 ``SIGTERM`` or ``SIGHUP`` too (in the main thread; a signal that arrives while the hosts
-are being removed waits until they are gone): the namespaces' names, then every process
-in a host or holding one open (until a look finds none), the veth pairs, the ``ifb``
-devices, the bridge and the run's directory of keys and logs. Outside that directory
-and its record in ``/run/mgpu-hosts``, a run writes only each host's
+are being removed waits until they are gone): every process in a host or holding one
+open (until a look finds none), the namespaces, the veth pairs, the ``ifb`` devices,
+the bridge and the run's directory of keys and logs. Outside that directory and its
+record in ``/run/mgpu-hosts``, a run writes only each host's
 ``/etc/netns/NAMESPACE/hosts`` (removed with the host), which ``ip netns exec`` mounts
 over ``/etc/hosts`` in the host: there this machine's name resolves to the host's own
 address, as a machine's name does on a cluster (Gloo, under Horovod 0.28.1, binds to
@@ -376,30 +376,57 @@ def _run_of(name: str) -> str:
     return _RUN_NAME.match(name).group(1)  # type: ignore[union-attr]
 
 
-def _namespace_users(namespaces: Set[tuple[int, int]]) -> list[int]:
-    """The live processes whose network namespace, or one of whose open files, is one of
-    ``namespaces`` (``(st_dev, st_ino)`` of ``/run/netns/NAME``).
+def _namespace_users(inodes: Set[int]) -> list[int]:
+    """The live processes (this one aside) that hold one of the network namespaces
+    ``inodes`` (their nsfs inode numbers) open, or are in one.
 
-    >>> own = os.stat("/proc/self/ns/net")
-    >>> os.getpid() in _namespace_users({(own.st_dev, own.st_ino)})
-    True
+    An open namespace is found by an fd that links to ``net:[INODE]`` or to a file of
+    ``/run/netns`` (as ``ip netns exec`` holds one between opening it and entering it;
+    such a file links to ``/`` once its name is deleted);
+    the fds are read before the namespace a process is in, so that one that enters and
+    closes meanwhile is seen in one or the other. Not seen: a thread that entered a
+    namespace, a socket made in one and kept outside it.
+
+    >>> child = subprocess.Popen(["sleep", "5"])
+    >>> inode = os.stat(f"/proc/{child.pid}/ns/net").st_ino  # this one's namespace
+    >>> child.pid in _namespace_users({inode}), os.getpid() in _namespace_users({inode})
+    (True, False)
+    >>> child.kill(); child.wait() and None
     """
     found = []
     for pid, _, _ in processes():
+        if pid == os.getpid():
+            continue
         proc = Path("/proc", str(pid))
         try:
-            files = [proc / "ns" / "net"]
             with os.scandir(proc / "fd") as fds:
-                files += [Path(fd.path) for fd in fds]
+                held = [(fd.path, os.readlink(fd.path)) for fd in fds]
+            in_one = os.stat(proc / "ns" / "net").st_ino in inodes
         except OSError:  # gone meanwhile
             continue
-        for path in files:
-            with contextlib.suppress(OSError):
-                st = os.stat(path)
-                if (st.st_dev, st.st_ino) in namespaces:
-                    found.append(pid)
-                    break
+        for path, link in held:
+            if in_one:
+                break
+            with contextlib.suppress(OSError, ValueError):
+                if link.startswith("net:["):
+                    in_one = int(link[5:-1]) in inodes
+                elif link == "/" or link.startswith(f"{NETNS_RUN}/"):
+                    # (a file of /run/netns reads as "/" once its name is deleted)
+                    in_one = os.stat(path).st_ino in inodes
+        if in_one:
+            found.append(pid)
     return found
+
+
+def _stop_users(inodes: Set[int], pids: set[int]) -> None:
+    """Stop the users of the namespaces ``inodes`` (:func:`_namespace_users`), looking
+    again until a look finds none (twenty at most); add their PIDs to ``pids``."""
+    for _ in range(20):
+        found = _namespace_users(inodes)
+        if not found:
+            return
+        pids.update(found)
+        stop_processes(found, grace=TERM_GRACE)
 
 
 def _remove_run(run: str, directory: str | os.PathLike[str] | None = None) -> list[str]:
@@ -408,24 +435,32 @@ def _remove_run(run: str, directory: str | os.PathLike[str] | None = None) -> li
 
     :data:`NETNS_ETC` itself stays (another run, or the administrator, may use it)."""
     namespaces = [n for n in _names()[0] if _run_of(n) == run]
-    ids = set()
+    # Each namespace is held open until the end, so that its inode number is not given
+    # to another namespace while the processes are looked for.
+    nsfs = os.stat("/proc/self/ns/net").st_dev
+    pinned: list[int] = []
     for ns in namespaces:
         with contextlib.suppress(OSError):
-            st = os.stat(NETNS_RUN / ns)
-            ids.add((st.st_dev, st.st_ino))
-    # The names go first, so that no process can enter a host by name any more; then
-    # every process in a host, or holding one open (as "ip netns exec" does before it
-    # enters), is stopped, looking again until a look finds none: one such process
-    # would keep its namespace, and the namespace its veth, alive without a name.
-    for ns in namespaces:
-        _ip("netns", "del", ns, check=False)
+            fd = os.open(NETNS_RUN / ns, os.O_RDONLY | os.O_CLOEXEC)
+            if os.fstat(fd).st_dev == nsfs:  # (not a file left by a failed "netns add")
+                pinned.append(fd)
+            else:
+                os.close(fd)
     pids: set[int] = set()
-    for _ in range(20):
-        found = _namespace_users(ids)
-        if not found:
-            break
-        pids.update(found)
-        stop_processes(found, grace=TERM_GRACE)
+    try:
+        inodes = {os.fstat(fd).st_ino for fd in pinned}
+        # Every process in a host, or holding one open, is stopped while the hosts have
+        # their names (a removal killed meanwhile leaves them to --clean); then the
+        # names go, and a process that entered a host in between is stopped too: one
+        # left would keep its namespace alive, unnamed, where nothing would find it.
+        _stop_users(inodes, pids)
+        for ns in namespaces:
+            _ip("netns", "del", ns, check=False)
+        _stop_users(inodes, pids)
+        late = _namespace_users(inodes)
+    finally:
+        for fd in pinned:
+            os.close(fd)
     for etc in NETNS_ETC.glob(f"{_PREFIX}{run}-h*"):
         shutil.rmtree(etc, ignore_errors=True)
     # A namespace's veth ends vanish with it, a moment later; the bridge stays.
@@ -443,7 +478,7 @@ def _remove_run(run: str, directory: str | os.PathLike[str] | None = None) -> li
             shutil.rmtree(path, ignore_errors=True)
     namespaces, interfaces = (
         [n for n in names if _run_of(n) == run] for names in _names())
-    still = running(sorted(pids))
+    still = sorted(set(running(sorted(pids))) | set(late))
     left = [f"processes {still}"] if still else []
     left += [f"namespace {ns}" for ns in namespaces]
     left += [f"interface {name}" for name in interfaces]
